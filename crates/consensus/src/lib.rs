@@ -1,0 +1,23 @@
+//! openraft glue. Regina is a Raft group from its first day: a single node
+//! is a group of one voter, so every write takes the same path whether or
+//! not there are peers.
+//!
+//! - [`types`]: the openraft type configuration.
+//! - [`log_store`]: openraft's log storage over Regina's group-committed
+//!   WAL; `append` answers openraft only after the covering fdatasync.
+//! - [`state_machine`]: openraft's state machine over the pure
+//!   `regina_state::State`, writing message bodies and snapshots.
+//! - [`network`]: the peer transport (none yet: a single voter never sends).
+//!
+//! Nothing here knows what a queue is; it moves opaque entries.
+
+pub mod log_index;
+pub mod log_store;
+pub mod meta_file;
+pub mod network;
+pub mod state_machine;
+pub mod types;
+
+pub use log_store::LogStore;
+pub use state_machine::{SharedState, StateMachineStore};
+pub use types::{NodeId, Raft, TypeConfig};

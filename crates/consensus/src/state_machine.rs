@@ -1,0 +1,192 @@
+//! openraft's state machine over the pure `regina_state::State`.
+//!
+//! Applying an entry runs `State::apply` under the write lock, then performs
+//! the body writes it asked for. Body files are not fsynced per entry: the
+//! Raft log already holds every payload, and replay rewrites bodies at the
+//! same positions. They are fsynced before a snapshot, because the snapshot
+//! lets the log behind it be purged.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError, StoredMembership};
+use parking_lot::RwLock;
+use regina_state::{Outcome, State};
+use regina_storage::{BodyStore, SnapshotStore};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use crate::types::{LogId, NodeId, RaftEntry, StorageError, TypeConfig};
+
+pub type Membership = StoredMembership<NodeId, openraft::BasicNode>;
+
+/// The applied state and the log position it reflects, changed together.
+pub struct Machine {
+    pub state: State,
+    pub last_applied: Option<LogId>,
+    pub membership: Membership,
+}
+
+/// What the HTTP side reads: the machine, the message bodies, and a signal
+/// raised after every applied batch (long polls wait on it).
+pub struct SharedState {
+    pub machine: RwLock<Machine>,
+    pub bodies: BodyStore,
+    pub applied: Notify,
+    snapshots: SnapshotStore,
+    snapshot_seq: AtomicU64,
+}
+
+impl SharedState {
+    /// Reads a message body written by an applied push.
+    pub fn read_body(&self, pos: u64, len: u32) -> std::io::Result<Vec<u8>> {
+        self.bodies.read(pos, len as u64).map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotHead {
+    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
+}
+
+#[derive(Clone)]
+pub struct StateMachineStore {
+    shared: Arc<SharedState>,
+}
+
+impl StateMachineStore {
+    /// Opens the state machine under `dir`: the newest snapshot if there is
+    /// one, with body files cut back to what that snapshot covers (the log
+    /// replay after it rewrites the rest).
+    pub fn open(dir: &Path) -> Result<StateMachineStore, String> {
+        let snapshots = SnapshotStore::open(&dir.join("snapshots")).map_err(|e| e.to_string())?;
+        let bodies = BodyStore::open(&dir.join("bodies"), regina_state::body::BODY_SEGMENT_BYTES)
+            .map_err(|e| e.to_string())?;
+        let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
+        if let Some((head, data)) = snapshots.load_latest().map_err(|e| e.to_string())? {
+            let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;
+            machine.state = State::decode(&data)?;
+            machine.last_applied = head.meta.last_log_id;
+            machine.membership = head.meta.last_membership;
+        }
+        bodies.truncate_from(machine.state.next_body_pos).map_err(|e| e.to_string())?;
+        let shared = SharedState {
+            machine: RwLock::new(machine),
+            bodies,
+            applied: Notify::new(),
+            snapshots,
+            snapshot_seq: AtomicU64::new(0),
+        };
+        Ok(StateMachineStore { shared: Arc::new(shared) })
+    }
+
+    pub fn shared(&self) -> Arc<SharedState> {
+        self.shared.clone()
+    }
+
+    fn apply_one(&self, entry: RaftEntry) -> Result<Outcome, StorageError> {
+        let log_id = entry.log_id;
+        let mut m = self.shared.machine.write();
+        m.last_applied = Some(log_id);
+        let applied = match entry.payload {
+            EntryPayload::Blank => return Ok(Outcome::Done),
+            EntryPayload::Membership(mem) => {
+                m.membership = StoredMembership::new(Some(log_id), mem);
+                return Ok(Outcome::Done);
+            }
+            EntryPayload::Normal(e) => m.state.apply(&e),
+        };
+        drop(m);
+        for w in &applied.writes {
+            self.shared.bodies.write_at(w.pos, &w.bytes).map_err(|e| StorageIOError::apply(log_id, &e))?;
+        }
+        Ok(applied.outcome)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        // Bodies first: once the snapshot exists the log that could rewrite
+        // them may be purged.
+        self.shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let (data, meta) = {
+            let m = self.shared.machine.read();
+            let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
+            let idx = m.last_applied.map_or(0, |l| l.index);
+            let meta = SnapshotMeta {
+                last_log_id: m.last_applied,
+                last_membership: m.membership.clone(),
+                snapshot_id: format!("{idx:020}-{seq}"),
+            };
+            (m.state.encode(), meta)
+        };
+        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
+        self.shared
+            .snapshots
+            .save(&meta.snapshot_id, &head, &data)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, Membership), StorageError> {
+        let m = self.shared.machine.read();
+        Ok((m.last_applied, m.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Outcome>, StorageError>
+    where
+        I: IntoIterator<Item = RaftEntry> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let mut out = Vec::new();
+        for e in entries {
+            out.push(self.apply_one(e)?);
+        }
+        self.shared.applied.notify_waiters();
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let state = State::decode(&data)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e)))?;
+        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
+        self.shared
+            .snapshots
+            .save(&meta.snapshot_id, &head, &data)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        let mut m = self.shared.machine.write();
+        m.state = state;
+        m.last_applied = meta.last_log_id;
+        m.membership = meta.last_membership.clone();
+        drop(m);
+        self.shared.applied.notify_waiters();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let loaded = self.shared.snapshots.load_latest().map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let Some((head, data)) = loaded else { return Ok(None) };
+        let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        Ok(Some(Snapshot { meta: head.meta, snapshot: Box::new(Cursor::new(data)) }))
+    }
+}

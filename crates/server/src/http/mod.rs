@@ -1,0 +1,55 @@
+//! The HTTP surface: the Queen MQ routes this node serves.
+
+mod ack;
+mod error;
+mod health;
+mod input;
+mod pop;
+mod push;
+mod queues;
+mod render;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use serde_json::json;
+
+pub use error::ApiError;
+use regina_types::limits::REQUEST_BODY_BYTES_MAX;
+
+use crate::node::Node;
+
+pub fn router(node: Arc<Node>) -> Router {
+    Router::new()
+        .route("/health", get(health::health))
+        .route("/api/v1/push", post(push::push))
+        .route("/api/v1/pop", get(pop::pop_discovery))
+        .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
+        .route("/api/v1/pop/queue/{queue}/partition/{partition}", get(pop::pop_partition))
+        .route("/api/v1/ack", post(ack::ack_one))
+        .route("/api/v1/ack/batch", post(ack::ack_batch))
+        .route("/api/v1/lease/{lease_id}/extend", post(ack::extend_lease))
+        .route("/api/v1/configure", post(queues::configure))
+        .route("/api/v1/resources/queues/{queue}", delete(queues::delete_queue))
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .with_state(node)
+}
+
+async fn no_such_route(uri: Uri) -> Response {
+    let body = json!({ "code": "no_such_route", "error": "not found", "path": uri.path() });
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let body = json!({
+        "code": "method_not_allowed",
+        "error": format!("{method} is not allowed on {}", uri.path()),
+    });
+    (StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response()
+}

@@ -1,0 +1,169 @@
+//! The pop routes: by queue, by queue and partition, and discovery by
+//! namespace/task. A pop that claims is one log entry; a long poll that has
+//! nothing to claim waits on the applied-entry signal without writing.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+
+use regina_state::command::{PopCmd, PopTarget, Subscription};
+use regina_state::outcome::PopResult;
+use regina_state::{Command, Outcome};
+use regina_types::limits::{
+    LEASE_SECONDS_MAX, POP_BATCH_DEFAULT, POP_BATCH_MAX, POP_PARTITIONS_MAX, POP_WAIT_MS_DEFAULT, POP_WAIT_MS_MAX,
+};
+use regina_types::time::parse_iso;
+use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
+
+use super::error::{ApiError, ApiResult};
+use super::input::{query_bool, query_get, query_pairs, query_u64};
+use super::render::pop_json;
+use crate::node::Node;
+
+/// How often a parked long poll re-checks even without a wake-up, so lease
+/// expiries and delayed messages are noticed.
+const RECHECK: Duration = Duration::from_millis(100);
+
+pub async fn pop_queue(
+    State(node): State<Arc<Node>>,
+    Path(queue): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
+    run(node, PopTarget::Queue { queue, partition: None }, q).await
+}
+
+pub async fn pop_partition(
+    State(node): State<Arc<Node>>,
+    Path((queue, partition)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
+    validate_name(NameKind::Partition, &partition).map_err(ApiError::from_name)?;
+    run(node, PopTarget::Queue { queue, partition: Some(partition) }, q).await
+}
+
+pub async fn pop_discovery(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Response> {
+    let pairs = query_pairs(q.as_deref())?;
+    let label = |key: &str, kind| -> ApiResult<Option<String>> {
+        match query_get(&pairs, key) {
+            None | Some("") => Ok(None),
+            Some(v) => validate_name(kind, v).map(|_| Some(v.to_string())).map_err(ApiError::from_name),
+        }
+    };
+    let namespace = label("namespace", NameKind::Namespace)?;
+    let task = label("task", NameKind::Task)?;
+    if namespace.is_none() && task.is_none() {
+        return Err(ApiError::bad_request("a pop without a queue needs namespace or task"));
+    }
+    run(node, PopTarget::Discovery { namespace, task }, q).await
+}
+
+struct PopRequest {
+    cmd: PopCmd,
+    wait: bool,
+    timeout: Duration,
+}
+
+fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequest> {
+    let pairs = query_pairs(raw)?;
+    let group = match query_get(&pairs, "consumerGroup") {
+        None | Some("") => QUEUE_MODE_GROUP.to_string(),
+        Some(g) => {
+            validate_name(NameKind::ConsumerGroup, g).map_err(ApiError::from_name)?;
+            g.to_string()
+        }
+    };
+    let autopilot = query_bool(&pairs, "autopilot")?.unwrap_or(false);
+    let batch = query_u64(&pairs, "batch", 1, POP_BATCH_MAX as u64)?.map_or(POP_BATCH_DEFAULT, |b| b as u32);
+    let partitions = query_u64(&pairs, "partitions", 1, u32::MAX as u64)?
+        .map(|p| (p as u32).min(POP_PARTITIONS_MAX))
+        // Under autopilot an unset width is the broker's choice: every ready lane.
+        .unwrap_or(if autopilot { POP_PARTITIONS_MAX } else { 1 });
+    let wait = query_bool(&pairs, "wait")?.unwrap_or(false);
+    let timeout_ms = query_u64(&pairs, "timeout", 0, u64::MAX)?.unwrap_or(POP_WAIT_MS_DEFAULT).min(POP_WAIT_MS_MAX);
+    let lease_ms = query_u64(&pairs, "leaseSeconds", 0, LEASE_SECONDS_MAX)?.filter(|s| *s > 0).map(|s| s * 1000);
+    let auto_ack = query_bool(&pairs, "autoAck")?.unwrap_or(false);
+    let subscription = subscription(&pairs, group == QUEUE_MODE_GROUP, node.stamp())?;
+    let cmd = PopCmd {
+        target,
+        group,
+        batch,
+        max_partitions: partitions,
+        lease_id: String::new(),
+        lease_ms,
+        auto_ack,
+        subscription,
+    };
+    Ok(PopRequest { cmd, wait, timeout: Duration::from_millis(timeout_ms) })
+}
+
+/// How a group meeting a queue for the first time is seeded. Queue mode
+/// always reads from the oldest kept message; a named group defaults to `new`.
+fn subscription(pairs: &[(String, String)], queue_mode: bool, now: u64) -> ApiResult<Subscription> {
+    if queue_mode {
+        return Ok(Subscription::All);
+    }
+    if let Some(from) = query_get(pairs, "subscriptionFrom").filter(|s| !s.is_empty()) {
+        if from.eq_ignore_ascii_case("now") {
+            return Ok(Subscription::New);
+        }
+        let ms = parse_iso(from)
+            .ok_or_else(|| ApiError::bad_request(format!("subscriptionFrom {from:?} is not `now` or an ISO-8601 time")))?;
+        return Ok(Subscription::From(ms.min(now)));
+    }
+    match query_get(pairs, "subscriptionMode").map(|m| m.to_ascii_lowercase()) {
+        None => Ok(Subscription::New),
+        Some(m) => match m.as_str() {
+            "" | "all" | "from_beginning" | "earliest" => Ok(Subscription::All),
+            "new" | "new-only" | "new_only" | "latest" => Ok(Subscription::New),
+            other => Err(ApiError::bad_request(format!(
+                "subscriptionMode {other:?} is not one of all, from_beginning, new, new-only"
+            ))),
+        },
+    }
+}
+
+async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResult<Response> {
+    let mut req = parse(&node, target, raw.as_deref())?;
+    let deadline = Instant::now() + req.timeout;
+    loop {
+        let notified = node.shared.applied.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let act = {
+            let m = node.shared.machine.read();
+            m.state.pop_would_act(&req.cmd.target, &req.cmd.group, node.stamp())
+        };
+        if act {
+            req.cmd.lease_id = uuid::Uuid::now_v7().to_string();
+            let outcome = node.propose(Command::Pop(req.cmd.clone())).await?;
+            let Outcome::Pop(result) = outcome else {
+                return Err(ApiError::internal(format!("pop answered {outcome:?}")));
+            };
+            if !result.claims.is_empty() {
+                return respond(&node, &result, &req.cmd);
+            }
+        }
+        let now = Instant::now();
+        if !req.wait || now >= deadline {
+            return respond(&node, &PopResult::default(), &req.cmd);
+        }
+        let nap = RECHECK.min(deadline - now);
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(nap) => {}
+        }
+    }
+}
+
+fn respond(node: &Node, result: &PopResult, cmd: &PopCmd) -> ApiResult<Response> {
+    let hint = match &cmd.target {
+        PopTarget::Queue { queue, .. } => queue.as_str(),
+        PopTarget::Discovery { .. } => "",
+    };
+    let body = pop_json(node, result, &cmd.group, hint)?;
+    Ok(axum::Json(body).into_response())
+}

@@ -1,0 +1,148 @@
+//! `POST /api/v1/configure` and `DELETE /api/v1/resources/queues/{queue}`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+use regina_state::command::ConfigureCmd;
+use regina_state::options::{OptionsPatch, QueueOptions};
+use regina_state::{Command, Outcome};
+use regina_types::limits::{DURATION_SECONDS_MAX, LEASE_SECONDS_MAX, RETRY_LIMIT_MAX};
+use regina_types::{validate_name, NameKind};
+
+use super::error::{ApiError, ApiResult};
+use super::input::{body_bytes, json_body};
+use crate::node::Node;
+
+pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+    let bytes = body_bytes(body)?;
+    let b: Map<String, Value> = json_body(&bytes, false)?;
+    let queue = match b.get("queue") {
+        Some(Value::String(q)) => q.clone(),
+        Some(_) => return Err(ApiError::bad_request("queue must be a string")),
+        None => return Err(ApiError::bad_request("queue is required")),
+    };
+    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
+    let namespace = label(&b, "namespace", NameKind::Namespace)?;
+    let task = label(&b, "task", NameKind::Task)?;
+    let replace = match b.get("mode") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(m)) if m == "merge" => false,
+        Some(Value::String(m)) if m == "replace" => true,
+        Some(_) => return Err(ApiError::bad_request("mode must be \"merge\" or \"replace\"")),
+    };
+    let options = match b.get("options") {
+        None | Some(Value::Null) => OptionsPatch::default(),
+        Some(Value::Object(o)) => patch(o)?,
+        Some(_) => return Err(ApiError::bad_request("options must be an object")),
+    };
+    let cmd = ConfigureCmd { queue: queue.clone(), namespace, task, options, replace };
+    match node.propose(Command::Configure(cmd)).await? {
+        Outcome::Configured { .. } => {}
+        other => return Err(ApiError::internal(format!("configure answered {other:?}"))),
+    }
+    let m = node.shared.machine.read();
+    let q = m.state.queue(&queue).ok_or_else(|| ApiError::internal("configured queue vanished"))?;
+    let opts = options_json(&q.options);
+    let mut body = json!({
+        "configured": true,
+        "queue": queue,
+        "queueId": q.id,
+        "namespace": q.namespace,
+        "task": q.task,
+        "options": opts.clone(),
+    });
+    // Options also at the top level: some clients read them there.
+    if let (Value::Object(top), Value::Object(o)) = (&mut body, opts) {
+        top.extend(o);
+    }
+    Ok(axum::Json(body).into_response())
+}
+
+fn label(b: &Map<String, Value>, key: &str, kind: NameKind) -> ApiResult<Option<Option<String>>> {
+    match b.get(key) {
+        None => Ok(None),
+        Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(Some(None)),
+        Some(Value::String(s)) => {
+            validate_name(kind, s).map_err(ApiError::from_name)?;
+            Ok(Some(Some(s.clone())))
+        }
+        Some(_) => Err(ApiError::bad_request(format!("{key} must be a string or null"))),
+    }
+}
+
+/// Reads the options a configure names; integers must be JSON integers in
+/// range and flags JSON booleans. Unknown keys are ignored.
+fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
+    let d = QueueOptions::configured_defaults();
+    let int = |key: &str, min: u64, max: u64, default: u64| -> ApiResult<Option<u64>> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(default)),
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= min && n <= max => Ok(Some(n)),
+                _ => Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}"))),
+            },
+        }
+    };
+    let flag = |key: &str, default: bool| -> ApiResult<Option<bool>> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(default)),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(ApiError::bad_request(format!("options.{key} must be true or false, not {v}"))),
+        }
+    };
+    let priority = match o.get("priority") {
+        None => None,
+        Some(Value::Null) => Some(0),
+        Some(v) => Some(v.as_i64().filter(|p| p.abs() <= 1_000_000).ok_or_else(|| {
+            ApiError::bad_request(format!("options.priority must be an integer from -1000000 to 1000000, not {v}"))
+        })?),
+    };
+    Ok(OptionsPatch {
+        lease_time: int("leaseTime", 1, LEASE_SECONDS_MAX, d.lease_time)?,
+        retry_limit: int("retryLimit", 0, RETRY_LIMIT_MAX as u64, d.retry_limit as u64)?.map(|v| v as u32),
+        priority,
+        delayed_processing: int("delayedProcessing", 0, DURATION_SECONDS_MAX, 0)?,
+        window_buffer: int("windowBuffer", 0, DURATION_SECONDS_MAX, 0)?,
+        max_size: int("maxSize", 0, u32::MAX as u64 * 1024, 0)?,
+        retention_seconds: int("retentionSeconds", 0, DURATION_SECONDS_MAX, 0)?,
+        completed_retention_seconds: int("completedRetentionSeconds", 0, DURATION_SECONDS_MAX, 0)?,
+        retention_enabled: flag("retentionEnabled", false)?,
+        encryption_enabled: flag("encryptionEnabled", false)?,
+        dlq_after_max_retries: flag("dlqAfterMaxRetries", true)?,
+        dedup_window_seconds: int("dedupWindowSeconds", 0, DURATION_SECONDS_MAX, d.dedup_window_seconds)?,
+    })
+}
+
+pub fn options_json(o: &QueueOptions) -> Value {
+    json!({
+        "leaseTime": o.lease_time,
+        "retryLimit": o.retry_limit,
+        "priority": o.priority,
+        "delayedProcessing": o.delayed_processing,
+        "windowBuffer": o.window_buffer,
+        "maxSize": o.max_size,
+        "retentionSeconds": o.retention_seconds,
+        "completedRetentionSeconds": o.completed_retention_seconds,
+        "retentionEnabled": o.retention_enabled,
+        "encryptionEnabled": o.encryption_enabled,
+        "dlqAfterMaxRetries": o.dlq_after_max_retries,
+        "dedupWindowSeconds": o.dedup_window_seconds,
+    })
+}
+
+pub async fn delete_queue(State(node): State<Arc<Node>>, Path(queue): Path<String>) -> ApiResult<Response> {
+    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
+    let existed = match node.propose(Command::DeleteQueue { queue: queue.clone() }).await? {
+        Outcome::Deleted { existed } => existed,
+        other => return Err(ApiError::internal(format!("delete answered {other:?}"))),
+    };
+    Ok(axum::Json(json!({ "deleted": existed, "existed": existed, "queue": queue })).into_response())
+}

@@ -1,0 +1,94 @@
+//! Rendering stored messages as the JSON the clients read.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use regina_state::outcome::PopResult;
+use regina_state::BodyRecord;
+use regina_types::time::format_iso;
+
+use super::error::{ApiError, ApiResult};
+use crate::node::Node;
+
+pub fn uuid_string(b: &[u8; 16]) -> String {
+    uuid::Uuid::from_bytes(*b).to_string()
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageJson {
+    pub id: String,
+    pub transaction_id: String,
+    pub trace_id: Option<String>,
+    pub data: Box<RawValue>,
+    pub producer_sub: Option<String>,
+    pub created_at: String,
+    pub partition_id: String,
+    pub partition: String,
+    pub queue: String,
+    pub lease_id: String,
+    pub consumer_group: String,
+    pub delivery_attempt: u32,
+    pub offset: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopJson {
+    pub success: bool,
+    pub queue: String,
+    pub partition: String,
+    pub partition_id: String,
+    pub lease_id: String,
+    pub lease_expires_at: Option<String>,
+    pub consumer_group: String,
+    pub messages: Vec<MessageJson>,
+    pub partitions_claimed: usize,
+}
+
+/// Reads the bodies of a pop's messages and builds the answer.
+pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> ApiResult<PopJson> {
+    let mut messages = Vec::with_capacity(r.message_count());
+    for c in &r.claims {
+        for d in &c.messages {
+            let bytes = node
+                .shared
+                .read_body(d.pos, d.len)
+                .map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
+            let b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
+            messages.push(MessageJson {
+                id: uuid_string(&b.id),
+                transaction_id: b.transaction_id,
+                trace_id: b.trace_id.as_ref().map(uuid_string),
+                data: raw_payload(b.payload)?,
+                producer_sub: None,
+                created_at: format_iso(b.created_ms),
+                partition_id: c.partition_id.to_string(),
+                partition: c.partition.clone(),
+                queue: c.queue.clone(),
+                lease_id: r.lease_id.clone(),
+                consumer_group: group.to_string(),
+                delivery_attempt: d.attempt,
+                offset: d.offset,
+            });
+        }
+    }
+    let first = r.claims.first();
+    Ok(PopJson {
+        success: true,
+        queue: first.map_or(queue_hint.to_string(), |c| c.queue.clone()),
+        partition: first.map_or(String::new(), |c| c.partition.clone()),
+        partition_id: first.map_or(String::new(), |c| c.partition_id.to_string()),
+        lease_id: r.lease_id.clone(),
+        lease_expires_at: r.lease_expires_ms.filter(|_| !r.lease_id.is_empty()).map(format_iso),
+        consumer_group: group.to_string(),
+        messages,
+        partitions_claimed: r.claims.len(),
+    })
+}
+
+/// A stored payload as raw JSON (it was validated JSON when pushed).
+fn raw_payload(p: Vec<u8>) -> ApiResult<Box<RawValue>> {
+    let s = if p.is_empty() { "null".to_string() } else { String::from_utf8(p).map_err(|_| ApiError::internal("payload is not UTF-8"))? };
+    RawValue::from_string(s).map_err(|e| ApiError::internal(format!("stored payload is not JSON: {e}")))
+}

@@ -1,0 +1,61 @@
+//! The Regina node: configuration, the Raft-backed node, and the HTTP routes.
+//!
+//! A write flows: HTTP handler validates and builds a `Command` → [`node`]
+//! stamps the leader's time and proposes it to openraft → the log store
+//! group-commits it to the WAL (fdatasync) → openraft commits and applies it
+//! to the pure state machine → the outcome comes back to the handler, which
+//! renders it (reading message bodies from the body files).
+//!
+//! [`serve`] takes a bound listener and a shutdown signal, so tests start a
+//! node on port 0.
+
+pub mod config;
+pub mod http;
+pub mod node;
+
+use std::future::Future;
+use std::path::Path;
+
+use tokio::net::TcpListener;
+
+use crate::node::Node;
+
+/// Opens the node on `data_dir` and serves HTTP on `listener` until
+/// `shutdown` resolves, then stops the Raft group cleanly.
+pub async fn serve(
+    listener: TcpListener,
+    data_dir: &Path,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let node = Node::open(data_dir, addr.to_string()).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    node.spawn_background(stop_rx);
+    tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());
+    let app = http::router(node.clone());
+    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(app);
+    let served = axum::serve(listener, tower::make::Shared::new(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| e.to_string());
+    let _ = stop_tx.send(true);
+    node.shutdown().await;
+    served
+}
+
+/// A client given a base URL with a trailing slash sends `//api/v1/...`.
+fn collapse_leading_slashes(mut req: axum::extract::Request) -> axum::extract::Request {
+    let path = req.uri().path();
+    if path.starts_with("//") {
+        let trimmed = format!("/{}", path.trim_start_matches('/'));
+        let pq = match req.uri().query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed,
+        };
+        if let Ok(uri) = pq.parse() {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+

@@ -1,0 +1,152 @@
+//! The node: opens the log and the state machine, runs the Raft group, and
+//! turns requests into log entries stamped with the leader's time.
+//!
+//! A single node is a one-voter Raft group. On first start it initialises
+//! the group with itself as the only voter; on later starts openraft elects
+//! it again from its own vote and log.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Config as RaftConfig, SnapshotPolicy};
+use regina_consensus::network::NoPeers;
+use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
+use regina_state::{Command, Entry, Outcome};
+use regina_storage::{RealIo, WalOptions};
+
+pub const NODE_ID: u64 = 1;
+/// Entries between snapshots (openraft's own trigger).
+const SNAPSHOT_EVERY_ENTRIES: u64 = 20_000;
+/// WAL bytes that also trigger a snapshot, so large payloads do not let the
+/// log grow unbounded between entry-count triggers.
+const SNAPSHOT_EVERY_WAL_BYTES: u64 = 256 * 1024 * 1024;
+/// How often the leader proposes a retention sweep.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why a write was not applied.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProposeError {
+    #[error("no leader is elected yet; retry shortly")]
+    NoLeader,
+    #[error("storage failed and the node refuses writes: {0}")]
+    Storage(String),
+    #[error("the outcome is unknown: {0}")]
+    Unknown(String),
+}
+
+pub struct Node {
+    pub raft: Raft,
+    pub shared: Arc<SharedState>,
+    pub log: LogStore,
+    last_stamp: AtomicU64,
+}
+
+impl Node {
+    pub async fn open(data_dir: &Path, http_addr: String) -> Result<Arc<Node>, String> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
+        let log = LogStore::open(&data_dir.join("raft"), WalOptions::default(), Arc::new(RealIo))?;
+        let sm = StateMachineStore::open(data_dir)?;
+        let shared = sm.shared();
+        let config = RaftConfig {
+            cluster_name: "regina".into(),
+            heartbeat_interval: 100,
+            election_timeout_min: 200,
+            election_timeout_max: 400,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY_ENTRIES),
+            max_in_snapshot_log_to_keep: 1_000,
+            max_payload_entries: 1_000,
+            ..Default::default()
+        };
+        let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
+        let raft = Raft::new(NODE_ID, config, NoPeers, log.clone(), sm).await.map_err(|e| e.to_string())?;
+        if !raft.is_initialized().await.map_err(|e| e.to_string())? {
+            let members = BTreeMap::from([(NODE_ID, BasicNode { addr: http_addr })]);
+            raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
+        }
+        let node = Arc::new(Node { raft, shared, log, last_stamp: AtomicU64::new(0) });
+        node.wait_for_leader(Duration::from_secs(10)).await?;
+        Ok(node)
+    }
+
+    async fn wait_for_leader(&self, within: Duration) -> Result<(), String> {
+        let mut m = self.raft.metrics();
+        let res = tokio::time::timeout(within, async {
+            loop {
+                if m.borrow().current_leader == Some(NODE_ID) {
+                    return;
+                }
+                if m.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        res.map_err(|_| "no leader elected within 10 s".to_string())?;
+        // Apply everything the log already holds before serving, so the first
+        // read sees every write acknowledged before the restart.
+        self.propose(Command::Noop).await.map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The leader's clock for a new entry: wall time, never behind the last
+    /// stamp (the state machine also refuses to go back).
+    pub fn stamp(&self) -> u64 {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let prev = self.last_stamp.fetch_max(wall, Ordering::AcqRel);
+        prev.max(wall)
+    }
+
+    /// Appends a command to the log and answers once it is durable and
+    /// applied.
+    pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+        let entry = Entry { now_ms: self.stamp(), command };
+        match self.raft.client_write(entry).await {
+            Ok(resp) => Ok(resp.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
+            Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
+            Err(RaftError::Fatal(f)) => {
+                let why = self.log.poisoned().unwrap_or_else(|| f.to_string());
+                Err(ProposeError::Storage(why))
+            }
+        }
+    }
+
+    /// The leader's chores: retention sweeps and snapshots by log volume.
+    pub fn spawn_background(self: &Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
+        let node = self.clone();
+        let mut stop = shutdown;
+        tokio::spawn(async move {
+            let mut last_snapshot_bytes = 0u64;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+                    _ = stop.changed() => return,
+                }
+                if node.needs_sweep() {
+                    let _ = node.propose(Command::Sweep).await;
+                }
+                let written = node.log.wal_bytes_written();
+                if written - last_snapshot_bytes > SNAPSHOT_EVERY_WAL_BYTES {
+                    last_snapshot_bytes = written;
+                    let _ = node.raft.trigger().snapshot().await;
+                }
+            }
+        });
+    }
+
+    fn needs_sweep(&self) -> bool {
+        let m = self.shared.machine.read();
+        m.state.queues.values().any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
+    }
+
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!("raft shutdown: {e}");
+        }
+    }
+}

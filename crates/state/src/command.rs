@@ -1,0 +1,128 @@
+//! What one log entry carries. Everything the state machine needs to decide
+//! is in here: the leader's clock reading, minted ids, and the request.
+//! Entries are encoded with bincode; the enum's variant order is part of the
+//! on-disk format, so new variants go at the end.
+
+use serde::{Deserialize, Serialize};
+
+use crate::options::OptionsPatch;
+
+/// One log entry: a command and the leader's time when it was proposed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub now_ms: u64,
+    pub command: Command,
+}
+
+impl Entry {
+    pub fn encode(&self) -> Vec<u8> {
+        bincode::serialize(self).expect("entries always encode")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Entry, String> {
+        bincode::deserialize(bytes).map_err(|e| format!("undecodable log entry: {e}"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Command {
+    /// Nothing to do; used to commit a new leader's term and as a read barrier.
+    Noop,
+    Push(PushCmd),
+    Pop(PopCmd),
+    Ack(AckCmd),
+    ExtendLease { lease_id: String },
+    Configure(ConfigureCmd),
+    DeleteQueue { queue: String },
+    /// Drops messages past their queue's retention and leases past expiry.
+    Sweep,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushItem {
+    pub queue: String,
+    pub partition: String,
+    pub transaction_id: String,
+    pub trace_id: Option<[u8; 16]>,
+    /// Minted by the leader, so every replica stores the same id.
+    pub message_id: [u8; 16],
+    /// The payload's JSON text, exactly as received.
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushCmd {
+    pub items: Vec<PushItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PopTarget {
+    /// Any partition of a queue, or one named partition.
+    Queue { queue: String, partition: Option<String> },
+    /// Any queue labelled with this namespace and/or task.
+    Discovery { namespace: Option<String>, task: Option<String> },
+}
+
+/// How a consumer group that meets a queue for the first time is seeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Subscription {
+    /// From the oldest kept message.
+    All,
+    /// Only messages pushed after the group's first contact.
+    New,
+    /// From the first message created at or after this instant (ms).
+    From(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PopCmd {
+    pub target: PopTarget,
+    /// `__QUEUE_MODE__` for queue mode.
+    pub group: String,
+    /// Most messages in total across claimed partitions.
+    pub batch: u32,
+    /// Most partitions one pop claims.
+    pub max_partitions: u32,
+    /// Minted by the leader; shared by every partition this pop claims.
+    pub lease_id: String,
+    /// Lease length override in ms (`leaseSeconds`); else the queue's.
+    pub lease_ms: Option<u64>,
+    /// Commit at delivery: no lease, cursor moves at once.
+    pub auto_ack: bool,
+    /// Seeding of a group that meets a queue for the first time.
+    pub subscription: Subscription,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AckStatus {
+    Completed,
+    Failed,
+    Retry,
+    Dlq,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckItem {
+    pub partition_id: u64,
+    pub transaction_id: String,
+    pub status: AckStatus,
+    pub error: Option<String>,
+    pub lease_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckCmd {
+    pub group: String,
+    pub items: Vec<AckItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigureCmd {
+    pub queue: String,
+    /// `Some(None)` clears the label; `None` leaves it.
+    pub namespace: Option<Option<String>>,
+    pub task: Option<Option<String>>,
+    pub options: OptionsPatch,
+    /// `mode: replace`: options not named go back to their defaults.
+    pub replace: bool,
+}

@@ -1,0 +1,41 @@
+//! Regina's state machine: the one place where broker state changes.
+//!
+//! [`State::apply`] takes a log [`Entry`] and returns what happened. It reads
+//! nothing but the entry and the state: no I/O, no clock (the leader stamps
+//! `now_ms` into each entry), no randomness (ids are minted by the leader and
+//! carried in the entry), and it never iterates a hash map where the order
+//! could leak into an outcome. Every replica and every replay of the same log
+//! therefore reaches the same state.
+//!
+//! Message payloads do not live here. A push is given a position in the body
+//! segment files and the apply returns [`BodyWrite`] effects; the caller
+//! writes them. The state keeps per message only its position, length and
+//! creation time.
+//!
+//! Map of the crate:
+//! - [`command`]: what a log entry carries.
+//! - [`outcome`]: what applying it answers.
+//! - [`options`]: queue options and their defaults.
+//! - [`partition`], [`cursor`], [`queue`]: the data.
+//! - [`push`], [`pop`], [`ack`], [`lease`], [`admin`]: the transitions.
+//! - [`body`]: the on-disk layout of one message body.
+
+pub mod ack;
+pub mod admin;
+pub mod body;
+pub mod command;
+pub mod cursor;
+pub mod hash;
+pub mod lease;
+pub mod options;
+pub mod outcome;
+pub mod partition;
+pub mod pop;
+pub mod push;
+pub mod queue;
+pub mod state;
+
+pub use body::{BodyRecord, BodyWrite};
+pub use command::{Command, Entry};
+pub use outcome::Outcome;
+pub use state::State;

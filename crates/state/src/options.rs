@@ -1,0 +1,97 @@
+//! Queue options: what each one means, its default, and how a configure
+//! request changes them (merge by default, replace on request).
+
+use serde::{Deserialize, Serialize};
+
+use regina_types::limits::{
+    DEDUP_WINDOW_SECONDS_DEFAULT, LEASE_SECONDS_DEFAULT_CONFIGURED, RETRY_LIMIT_DEFAULT,
+};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueOptions {
+    /// Lease of a pop, seconds.
+    pub lease_time: u64,
+    /// Redeliveries after the first before the DLQ.
+    pub retry_limit: u32,
+    pub priority: i64,
+    /// Messages stay invisible this many seconds after their push.
+    pub delayed_processing: u64,
+    pub window_buffer: u64,
+    /// Most messages kept; 0 = no limit. Stored and echoed.
+    pub max_size: u64,
+    /// Messages older than this are dropped; 0 = keep.
+    pub retention_seconds: u64,
+    /// Messages every group has consumed are dropped after this; 0 = keep.
+    pub completed_retention_seconds: u64,
+    pub retention_enabled: bool,
+    pub encryption_enabled: bool,
+    pub dlq_after_max_retries: bool,
+    /// Transaction ids are remembered this long per partition; 0 = only
+    /// within one request.
+    pub dedup_window_seconds: u64,
+}
+
+impl QueueOptions {
+    /// Defaults of a queue created by configure.
+    pub fn configured_defaults() -> Self {
+        QueueOptions {
+            lease_time: LEASE_SECONDS_DEFAULT_CONFIGURED,
+            retry_limit: RETRY_LIMIT_DEFAULT,
+            priority: 0,
+            delayed_processing: 0,
+            window_buffer: 0,
+            max_size: 0,
+            retention_seconds: 0,
+            completed_retention_seconds: 0,
+            retention_enabled: false,
+            encryption_enabled: false,
+            dlq_after_max_retries: true,
+            dedup_window_seconds: DEDUP_WINDOW_SECONDS_DEFAULT,
+        }
+    }
+
+    /// Defaults of a queue created by its first push.
+    pub fn pushed_defaults() -> Self {
+        QueueOptions {
+            lease_time: regina_types::limits::LEASE_SECONDS_DEFAULT_PUSHED,
+            ..Self::configured_defaults()
+        }
+    }
+
+    pub fn apply(&mut self, patch: &OptionsPatch) {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = patch.$f { self.$f = v; } )* };
+        }
+        set!(
+            lease_time,
+            retry_limit,
+            priority,
+            delayed_processing,
+            window_buffer,
+            max_size,
+            retention_seconds,
+            completed_retention_seconds,
+            retention_enabled,
+            encryption_enabled,
+            dlq_after_max_retries,
+            dedup_window_seconds
+        );
+    }
+}
+
+/// The options a configure request names; `None` leaves an option as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OptionsPatch {
+    pub lease_time: Option<u64>,
+    pub retry_limit: Option<u32>,
+    pub priority: Option<i64>,
+    pub delayed_processing: Option<u64>,
+    pub window_buffer: Option<u64>,
+    pub max_size: Option<u64>,
+    pub retention_seconds: Option<u64>,
+    pub completed_retention_seconds: Option<u64>,
+    pub retention_enabled: Option<bool>,
+    pub encryption_enabled: Option<bool>,
+    pub dlq_after_max_retries: Option<bool>,
+    pub dedup_window_seconds: Option<u64>,
+}

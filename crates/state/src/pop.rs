@@ -1,0 +1,173 @@
+//! Pop: claim the next ready messages of one or more partitions for a
+//! consumer group, under one lease (or committed at delivery).
+
+use crate::command::{PopCmd, PopTarget};
+use crate::cursor::LeaseSlot;
+use crate::outcome::{Claim, Delivered, PopResult};
+use crate::queue::Queue;
+use crate::state::State;
+
+impl State {
+    pub(crate) fn pop(&mut self, cmd: &PopCmd) -> PopResult {
+        let mut result = PopResult::default();
+        match &cmd.target {
+            PopTarget::Queue { queue, partition } => {
+                if let Some(qid) = self.queue_names.get(queue).copied() {
+                    self.pop_queue(qid, partition.as_deref(), cmd, &mut result);
+                }
+            }
+            PopTarget::Discovery { namespace, task } => {
+                for qid in self.discover(namespace.as_deref(), task.as_deref()) {
+                    self.pop_queue(qid, None, cmd, &mut result);
+                    if !result.claims.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        if !result.claims.is_empty() && !cmd.auto_ack {
+            result.lease_id = cmd.lease_id.clone();
+        }
+        result
+    }
+
+    /// Queues matching the labels, highest priority first, then by name.
+    fn discover(&self, namespace: Option<&str>, task: Option<&str>) -> Vec<u32> {
+        let mut found: Vec<(i64, &str, u32)> = self
+            .queue_names
+            .iter()
+            .filter_map(|(name, id)| {
+                let q = &self.queues[id];
+                let ns_ok = namespace.is_none_or(|n| q.namespace.as_deref() == Some(n));
+                let task_ok = task.is_none_or(|t| q.task.as_deref() == Some(t));
+                (ns_ok && task_ok).then_some((-q.options.priority, name.as_str(), *id))
+            })
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, _, id)| id).collect()
+    }
+
+    fn pop_queue(&mut self, qid: u32, partition: Option<&str>, cmd: &PopCmd, out: &mut PopResult) {
+        let now = self.now_ms;
+        let q = self.queues.get_mut(&qid).expect("queue id from the index");
+        let gid = q.group_id(&cmd.group, cmd.subscription, now);
+        let lease_ms = cmd.lease_ms.unwrap_or(q.options.lease_time.saturating_mul(1000)).max(1);
+        let delay_ms = q.options.delayed_processing.saturating_mul(1000);
+        let order: Vec<u32> = match partition {
+            Some(name) => q.partition_by_name(name).into_iter().collect(),
+            None => {
+                let n = q.partitions.len() as u32;
+                let start = if n == 0 { 0 } else { q.groups[gid as usize].next_try % n };
+                (0..n).map(|i| (start + i) % n).collect()
+            }
+        };
+        let mut claimed = Vec::new();
+        for pidx in order {
+            let taken = out.message_count() as u32;
+            if taken >= cmd.batch || out.claims.len() as u32 >= cmd.max_partitions {
+                break;
+            }
+            let budget = cmd.batch - taken;
+            if let Some(claim) = claim_partition(q, gid, pidx, budget, now, delay_ms, lease_ms, cmd) {
+                out.claims.push(claim);
+                claimed.push(pidx);
+            }
+        }
+        if let Some(last) = claimed.last() {
+            q.groups[gid as usize].next_try = last + 1;
+        }
+        if cmd.auto_ack {
+            return;
+        }
+        for pidx in claimed {
+            self.lease_add_claim(&cmd.lease_id, (qid, pidx, gid), now + lease_ms);
+            out.lease_expires_ms = Some(now + lease_ms);
+        }
+    }
+}
+
+/// Hands out up to `budget` visible messages of one partition, if the group
+/// holds no live lease on it.
+#[allow(clippy::too_many_arguments)]
+fn claim_partition(
+    q: &mut Queue,
+    gid: u32,
+    pidx: u32,
+    budget: u32,
+    now: u64,
+    delay_ms: u64,
+    lease_ms: u64,
+    cmd: &PopCmd,
+) -> Option<Claim> {
+    let seed = q.seed_for(gid, pidx);
+    let p = &mut q.partitions[pidx as usize];
+    let end_offset = p.next_offset();
+    let base = p.base;
+    let c = p.ensure_cursor(gid, seed).clone();
+    if c.live_lease(now).is_some() || c.next >= end_offset {
+        return None;
+    }
+    let start = c.next.max(base);
+    let mut messages = Vec::new();
+    let attempt_of = |off: u64| c.attempt_of(off);
+    let mut off = start;
+    while off < end_offset && (messages.len() as u32) < budget {
+        let m = p.msgs[(off - base) as usize];
+        if m.created_ms.saturating_add(delay_ms) > now {
+            break;
+        }
+        messages.push(Delivered { offset: off, pos: m.pos, len: m.len, attempt: attempt_of(off) });
+        off += 1;
+    }
+    if messages.is_empty() {
+        return None;
+    }
+    let c = p.cursor_mut(gid).expect("ensured above");
+    if cmd.auto_ack {
+        c.commit_to(off);
+        c.lease = None;
+    } else {
+        c.lease = Some(LeaseSlot {
+            id: cmd.lease_id.clone(),
+            start,
+            end: off,
+            expires_ms: now + lease_ms,
+            duration_ms: lease_ms,
+        });
+    }
+    Some(Claim { queue: q.name.clone(), partition: p.name.clone(), partition_id: p.id, messages })
+}
+
+impl State {
+    /// Whether a pop for this target and group would change anything at
+    /// `now`: claim a message, or register the group on a queue it has not
+    /// met (its subscription is seeded at first contact). Read-only, so a
+    /// long poll can wait without writing a log entry per check.
+    pub fn pop_would_act(&self, target: &PopTarget, group: &str, now: u64) -> bool {
+        let qids: Vec<u32> = match target {
+            PopTarget::Queue { queue, .. } => self.queue_names.get(queue).copied().into_iter().collect(),
+            PopTarget::Discovery { namespace, task } => self.discover(namespace.as_deref(), task.as_deref()),
+        };
+        let named = match target {
+            PopTarget::Queue { partition, .. } => partition.as_deref(),
+            PopTarget::Discovery { .. } => None,
+        };
+        qids.into_iter().any(|qid| {
+            let q = &self.queues[&qid];
+            let Some(&gid) = q.group_index.get(group) else { return true };
+            let delay_ms = q.options.delayed_processing.saturating_mul(1000);
+            q.partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| named.is_none_or(|n| n == p.name))
+                .any(|(pidx, p)| {
+                    let next = match p.cursor(gid) {
+                        Some(c) if c.live_lease(now).is_some() => return false,
+                        Some(c) => c.next.max(p.base),
+                        None => q.seed_for(gid, pidx as u32),
+                    };
+                    p.meta(next).is_some_and(|m| m.created_ms.saturating_add(delay_ms) <= now)
+                })
+        })
+    }
+}

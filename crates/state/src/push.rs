@@ -1,0 +1,116 @@
+//! Push: append messages to partitions, deduplicating by transaction id.
+
+use std::collections::HashSet;
+
+use crate::body::{place, BodyRecord, BodyWrite};
+use crate::command::PushCmd;
+use crate::hash::txn_hash;
+use crate::options::QueueOptions;
+use crate::outcome::{PushResult, PushStatus};
+use crate::partition::{MsgMeta, Partition};
+use crate::state::State;
+
+/// Transaction ids are remembered at least this long, so late acks still
+/// resolve even on a queue with a short dedup window.
+const TXN_MEMORY_MS_MIN: u64 = 900_000;
+
+impl State {
+    pub(crate) fn push(&mut self, cmd: &PushCmd, writes: &mut Vec<BodyWrite>) -> Vec<PushResult> {
+        let now = self.now_ms;
+        let mut results = Vec::with_capacity(cmd.items.len());
+        // (partition id, txn hash) stored by this entry: repeats inside one
+        // request collapse onto the first whatever the window.
+        let mut this_entry: HashSet<(u64, u128)> = HashSet::new();
+        for item in &cmd.items {
+            let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
+            let q = self.queues.get_mut(&qid).expect("just created");
+            let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
+            let keep_ms = window_ms.max(TXN_MEMORY_MS_MIN);
+            let p = &mut q.partitions[pidx as usize];
+            p.forget_txns_before(now.saturating_sub(keep_ms));
+            let hash = txn_hash(&item.transaction_id);
+            let in_request = this_entry.contains(&(p.id, hash));
+            if let Some(dup) = duplicate_of(p, hash, now, window_ms, in_request) {
+                results.push(dup);
+                continue;
+            }
+            let record = BodyRecord {
+                id: item.message_id,
+                created_ms: now,
+                trace_id: item.trace_id,
+                transaction_id: item.transaction_id.clone(),
+                payload: item.payload.clone(),
+            };
+            let bytes = record.encode();
+            let pos = place(self.next_body_pos, bytes.len() as u64);
+            self.next_body_pos = pos + bytes.len() as u64;
+            let offset = p.next_offset();
+            let len = bytes.len() as u32;
+            p.msgs.push_back(MsgMeta { pos, len, created_ms: now, txn: hash });
+            p.txn_index.insert(hash, offset);
+            this_entry.insert((p.id, hash));
+            p.last_write_ms = now;
+            writes.push(BodyWrite { pos, bytes });
+            results.push(PushResult {
+                status: PushStatus::Queued,
+                partition_id: p.id,
+                offset,
+                pos,
+                len,
+                message_id: Some(item.message_id),
+            });
+        }
+        // Ids of in-request duplicates are known: copy them from the winner.
+        for i in 0..results.len() {
+            if results[i].status == PushStatus::Duplicate && results[i].message_id.is_none() {
+                let (pid, off) = (results[i].partition_id, results[i].offset);
+                results[i].message_id = results[..i]
+                    .iter()
+                    .find(|r| r.status == PushStatus::Queued && r.partition_id == pid && r.offset == off)
+                    .and_then(|r| r.message_id);
+            }
+        }
+        results
+    }
+
+    /// The (queue id, partition index) for a push, creating either.
+    pub(crate) fn partition_or_create(&mut self, queue: &str, partition: &str) -> (u32, u32) {
+        let now = self.now_ms;
+        let next_pid = self.next_partition_id;
+        let (q, _) = self.queue_or_create(queue, QueueOptions::pushed_defaults());
+        if let Some(i) = q.partition_by_name(partition) {
+            return (q.id, i);
+        }
+        let idx = q.partitions.len() as u32;
+        q.partitions.push(Partition::new(next_pid, partition.to_string(), now));
+        q.partition_index.insert(partition.to_string(), idx);
+        let qid = q.id;
+        self.partition_ids.insert(next_pid, (qid, idx));
+        self.next_partition_id += 1;
+        (qid, idx)
+    }
+}
+
+/// The answer for a transaction id already stored, if it still counts as a
+/// duplicate: within the window, or pushed in this same entry.
+fn duplicate_of(
+    p: &Partition,
+    hash: u128,
+    now: u64,
+    window_ms: u64,
+    in_request: bool,
+) -> Option<PushResult> {
+    let offset = *p.txn_index.get(&hash)?;
+    let meta = p.meta(offset)?;
+    if !in_request && meta.created_ms.saturating_add(window_ms) <= now {
+        return None;
+    }
+    Some(PushResult {
+        status: PushStatus::Duplicate,
+        partition_id: p.id,
+        offset,
+        pos: meta.pos,
+        len: meta.len,
+        message_id: None,
+    })
+}

@@ -1,0 +1,110 @@
+//! A queue: its options and labels, its partitions, its consumer groups and
+//! its dead-letter list.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::Subscription;
+use crate::options::QueueOptions;
+use crate::partition::Partition;
+
+/// A consumer group's registration on one queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub name: String,
+    /// Where a cursor starts in a partition it meets after registering.
+    pub seed_from_ms: Option<u64>,
+    /// The partition index a wildcard pop tries first, for fairness.
+    pub next_try: u32,
+    pub registered_ms: u64,
+}
+
+/// A message filed to the dead-letter list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqEntry {
+    pub partition_id: u64,
+    pub partition: String,
+    pub offset: u64,
+    pub pos: u64,
+    pub len: u32,
+    pub group: String,
+    pub error: Option<String>,
+    pub attempts: u32,
+    pub failed_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Queue {
+    pub id: u32,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub task: Option<String>,
+    pub options: QueueOptions,
+    pub partitions: Vec<Partition>,
+    pub partition_index: HashMap<String, u32>,
+    pub groups: Vec<Group>,
+    pub group_index: HashMap<String, u32>,
+    pub dlq: Vec<DlqEntry>,
+    pub created_ms: u64,
+}
+
+impl Queue {
+    pub fn new(id: u32, name: String, options: QueueOptions, now_ms: u64) -> Self {
+        Queue {
+            id,
+            name,
+            namespace: None,
+            task: None,
+            options,
+            partitions: Vec::new(),
+            partition_index: HashMap::new(),
+            groups: Vec::new(),
+            group_index: HashMap::new(),
+            dlq: Vec::new(),
+            created_ms: now_ms,
+        }
+    }
+
+    pub fn partition_by_name(&self, name: &str) -> Option<u32> {
+        self.partition_index.get(name).copied()
+    }
+
+    /// The group's number, registering it on first contact. A group that
+    /// subscribes `New` gets a cursor at the current end of every existing
+    /// partition; partitions created later are new to it, so it reads them
+    /// from their start.
+    pub fn group_id(&mut self, name: &str, sub: Subscription, now_ms: u64) -> u32 {
+        if let Some(g) = self.group_index.get(name) {
+            return *g;
+        }
+        let gid = self.groups.len() as u32;
+        let seed_from_ms = match sub {
+            Subscription::From(ms) => Some(ms),
+            _ => None,
+        };
+        self.groups.push(Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms });
+        self.group_index.insert(name.to_string(), gid);
+        if sub == Subscription::New {
+            for p in &mut self.partitions {
+                let end = p.next_offset();
+                p.ensure_cursor(gid, end);
+            }
+        }
+        gid
+    }
+
+    /// Where a new cursor of `gid` starts in partition `pidx`.
+    pub fn seed_for(&self, gid: u32, pidx: u32) -> u64 {
+        let p = &self.partitions[pidx as usize];
+        match self.groups[gid as usize].seed_from_ms {
+            Some(ms) => p.first_at_or_after(ms),
+            None => p.base,
+        }
+    }
+
+    /// Total messages kept across partitions.
+    pub fn message_count(&self) -> u64 {
+        self.partitions.iter().map(|p| p.msgs.len() as u64).sum()
+    }
+}

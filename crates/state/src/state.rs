@@ -1,0 +1,131 @@
+//! The state and its one entry point, [`State::apply`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::body::BodyWrite;
+use crate::command::{Command, Entry};
+use crate::options::QueueOptions;
+use crate::outcome::Outcome;
+use crate::queue::Queue;
+
+/// Which partitions a live lease holds, for extension and expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseEntry {
+    /// (queue id, partition index, group id)
+    pub claims: Vec<(u32, u32, u32)>,
+    pub expires_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct State {
+    /// The latest time stamped into an applied entry; never goes back,
+    /// even if a new leader's clock is behind the old one's.
+    pub now_ms: u64,
+    /// Queue name to queue id. A BTreeMap: discovery iterates it.
+    pub queue_names: BTreeMap<String, u32>,
+    pub queues: HashMap<u32, Queue>,
+    pub next_queue_id: u32,
+    /// Partition id to (queue id, partition index).
+    pub partition_ids: HashMap<u64, (u32, u32)>,
+    pub next_partition_id: u64,
+    pub leases: HashMap<String, LeaseEntry>,
+    pub lease_expiry: BTreeSet<(u64, String)>,
+    /// Next free byte in the body segment files.
+    pub next_body_pos: u64,
+    /// Entries applied; a cheap fingerprint for replicas and tests.
+    pub applied_entries: u64,
+}
+
+/// The result of applying one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub outcome: Outcome,
+    /// Bodies to write before the outcome is answered.
+    pub writes: Vec<BodyWrite>,
+}
+
+impl State {
+    pub fn new() -> Self {
+        State { next_partition_id: 1, next_queue_id: 1, ..Default::default() }
+    }
+
+    pub fn apply(&mut self, entry: &Entry) -> Applied {
+        self.now_ms = self.now_ms.max(entry.now_ms);
+        self.applied_entries += 1;
+        self.expire_leases();
+        let mut writes = Vec::new();
+        let outcome = match &entry.command {
+            Command::Noop => Outcome::Done,
+            Command::Push(cmd) => Outcome::Push(self.push(cmd, &mut writes)),
+            Command::Pop(cmd) => Outcome::Pop(self.pop(cmd)),
+            Command::Ack(cmd) => Outcome::Ack(self.ack(cmd)),
+            Command::ExtendLease { lease_id } => Outcome::Extend(self.extend_lease(lease_id)),
+            Command::Configure(cmd) => self.configure(cmd),
+            Command::DeleteQueue { queue } => self.delete_queue(queue),
+            Command::Sweep => {
+                self.sweep();
+                Outcome::Done
+            }
+        };
+        Applied { outcome, writes }
+    }
+
+    pub fn queue(&self, name: &str) -> Option<&Queue> {
+        self.queue_names.get(name).and_then(|id| self.queues.get(id))
+    }
+
+    /// The queue named `name`, created with `options` if it does not exist.
+    pub(crate) fn queue_or_create(&mut self, name: &str, options: QueueOptions) -> (&mut Queue, bool) {
+        if let Some(id) = self.queue_names.get(name).copied() {
+            return (self.queues.get_mut(&id).expect("queue index is consistent"), false);
+        }
+        let id = self.next_queue_id;
+        self.next_queue_id += 1;
+        self.queue_names.insert(name.to_string(), id);
+        let q = Queue::new(id, name.to_string(), options, self.now_ms);
+        (self.queues.entry(id).or_insert(q), true)
+    }
+
+    /// Encodes the whole state for a snapshot.
+    pub fn encode(&self) -> Vec<u8> {
+        bincode::serialize(self).expect("state always encodes")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<State, String> {
+        bincode::deserialize(bytes).map_err(|e| format!("undecodable state snapshot: {e}"))
+    }
+
+    /// Total messages kept, across queues.
+    pub fn message_count(&self) -> u64 {
+        self.queues.values().map(|q| q.message_count()).sum()
+    }
+
+    /// Checks the invariants that every transition must keep; used by tests
+    /// and after recovery.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (name, id) in &self.queue_names {
+            let q = self.queues.get(id).ok_or(format!("queue {name} indexed but missing"))?;
+            for (i, p) in q.partitions.iter().enumerate() {
+                if self.partition_ids.get(&p.id) != Some(&(*id, i as u32)) {
+                    return Err(format!("partition {} of {name} not indexed", p.id));
+                }
+                for c in p.cursors.iter().flatten() {
+                    if c.next > p.next_offset() {
+                        return Err(format!("cursor past the end in partition {}", p.id));
+                    }
+                    if let Some(l) = &c.lease {
+                        if l.start < c.next.min(l.start) || l.end > p.next_offset() || l.start > l.end {
+                            return Err(format!("lease range broken in partition {}", p.id));
+                        }
+                    }
+                }
+            }
+        }
+        if self.queues.len() != self.queue_names.len() {
+            return Err("queue map and name index disagree".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,275 @@
+//! Message body segments.
+//!
+//! Bodies live outside the log so the log stays small and snapshots need not
+//! copy them. A body's address is a global byte position chosen by the
+//! caller (deterministically, so every replica and every replay picks the
+//! same one): segment `pos / segment_bytes`, offset `pos % segment_bytes`.
+//! A body never spans two segments; [`place`] says where one fits.
+//!
+//! Writes are plain pwrites without fsync. The log is the durable record;
+//! replaying it after a crash rewrites any body that did not reach the disk.
+//! [`BodyStore::sync_all`] makes them durable before a snapshot lets the log
+//! be released.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::io_context;
+
+/// Open handles kept for reads and writes. Beyond this the least recently
+/// used clean handle is closed; handles with unsynced writes stay open until
+/// the next `sync_all`.
+const MAX_OPEN_FILES: usize = 64;
+const SUFFIX: &str = ".body";
+
+/// Where a body of `len` bytes should start, given the first free position:
+/// `next_free` itself if the body fits in the rest of its segment, otherwise
+/// the start of the next segment.
+///
+/// A body longer than `segment_bytes` fits nowhere; callers must cap body
+/// size (the result is then the next segment start, which
+/// [`BodyStore::write_at`] rejects). Panics if `segment_bytes` is 0.
+pub fn place(next_free: u64, len: u64, segment_bytes: u64) -> u64 {
+    let offset = next_free % segment_bytes;
+    if offset + len <= segment_bytes {
+        next_free
+    } else {
+        next_free - offset + segment_bytes
+    }
+}
+
+/// A directory of `{segment:020}.body` files.
+pub struct BodyStore {
+    dir: PathBuf,
+    segment_bytes: u64,
+    handles: Mutex<Handles>,
+}
+
+#[derive(Default)]
+struct Handles {
+    /// Segment -> (handle, last use), bounded by `MAX_OPEN_FILES`.
+    open: HashMap<u64, (Arc<File>, u64)>,
+    clock: u64,
+    /// Handles written through since the last sync.
+    dirty: HashMap<u64, Arc<File>>,
+    /// A file was created or deleted since the last sync.
+    dir_dirty: bool,
+    /// After a failed fsync the written pages may be gone; no later sync
+    /// may claim otherwise.
+    sync_failure: Option<String>,
+}
+
+impl BodyStore {
+    pub fn open(dir: impl AsRef<Path>, segment_bytes: u64) -> io::Result<BodyStore> {
+        if segment_bytes == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "body segment_bytes must be positive",
+            ));
+        }
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        Ok(BodyStore {
+            dir,
+            segment_bytes,
+            handles: Mutex::new(Handles::default()),
+        })
+    }
+
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+    /// Writes a body at `pos`. No fsync; see the module docs.
+    pub fn write_at(&self, pos: u64, body: &[u8]) -> io::Result<()> {
+        let (segment, offset) = self.locate(pos, body.len() as u64)?;
+        let file = self.handle(segment, true)?;
+        file.write_all_at(body, offset)
+            .map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
+        self.handles.lock().dirty.insert(segment, file);
+        Ok(())
+    }
+
+    /// Reads the `len` bytes of the body at `pos`.
+    pub fn read(&self, pos: u64, len: u64) -> io::Result<Vec<u8>> {
+        let (segment, offset) = self.locate(pos, len)?;
+        let file = self.handle(segment, false)?;
+        let mut body = vec![0u8; len as usize];
+        file.read_exact_at(&mut body, offset)
+            .map_err(|e| io_context(format!("reading {len} body bytes at {pos}"), e))?;
+        Ok(body)
+    }
+
+    /// Makes every body written since the last call durable.
+    pub fn sync_all(&self) -> io::Result<()> {
+        let (dirty, dir_dirty) = {
+            let mut handles = self.handles.lock();
+            if let Some(reason) = &handles.sync_failure {
+                return Err(io::Error::other(format!("an earlier body fsync failed: {reason}")));
+            }
+            let dirty = std::mem::take(&mut handles.dirty);
+            (dirty, std::mem::replace(&mut handles.dir_dirty, false))
+        };
+        for (segment, file) in dirty {
+            if let Err(e) = file.sync_data() {
+                let e = io_context(format!("fdatasync of body segment {segment}"), e);
+                self.handles.lock().sync_failure = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        if dir_dirty {
+            self.sync_dir()?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the store at `pos`: the segment holding `pos` is truncated there
+    /// and every later segment is deleted. Used at recovery so that replay
+    /// rewrites the tail instead of trusting unsynced bytes.
+    pub fn truncate_from(&self, pos: u64) -> io::Result<()> {
+        let (keep, cut) = (pos / self.segment_bytes, pos % self.segment_bytes);
+        let mut handles = self.handles.lock();
+        for segment in self.list()? {
+            if segment > keep {
+                handles.forget(segment);
+                self.remove(segment)?;
+            }
+        }
+        let path = self.path(keep);
+        match OpenOptions::new().write(true).open(&path) {
+            Ok(file) => {
+                let ctx = || format!("truncating {} to {cut} bytes", path.display());
+                file.set_len(cut).map_err(|e| io_context(ctx(), e))?;
+                file.sync_all().map_err(|e| io_context(ctx(), e))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_context(format!("opening {}", path.display()), e)),
+        }
+        drop(handles);
+        self.sync_dir()
+    }
+
+    /// Deletes the segments that lie wholly before `pos`. Returns how many.
+    pub fn release_before(&self, pos: u64) -> io::Result<usize> {
+        let first_kept = pos / self.segment_bytes;
+        let mut handles = self.handles.lock();
+        let mut released = 0;
+        for segment in self.list()? {
+            if segment < first_kept {
+                handles.forget(segment);
+                self.remove(segment)?;
+                released += 1;
+            }
+        }
+        drop(handles);
+        if released > 0 {
+            self.sync_dir()?;
+        }
+        Ok(released)
+    }
+
+    /// Splits `pos` into (segment, offset), refusing a body that would cross
+    /// a segment boundary.
+    fn locate(&self, pos: u64, len: u64) -> io::Result<(u64, u64)> {
+        let (segment, offset) = (pos / self.segment_bytes, pos % self.segment_bytes);
+        if offset.checked_add(len).is_none_or(|end| end > self.segment_bytes) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a body of {len} bytes at {pos} would cross the end of its {}-byte segment",
+                    self.segment_bytes
+                ),
+            ));
+        }
+        Ok((segment, offset))
+    }
+
+    /// The cached handle of `segment`, opening (and with `create`, creating)
+    /// the file on a miss.
+    fn handle(&self, segment: u64, create: bool) -> io::Result<Arc<File>> {
+        let mut handles = self.handles.lock();
+        handles.clock += 1;
+        let now = handles.clock;
+        if let Some((file, used)) = handles.open.get_mut(&segment) {
+            *used = now;
+            return Ok(Arc::clone(file));
+        }
+        let file = match handles.dirty.get(&segment) {
+            Some(file) => Arc::clone(file),
+            None => Arc::new(self.open_file(segment, create, &mut handles)?),
+        };
+        handles.open.insert(segment, (Arc::clone(&file), now));
+        handles.evict_beyond(MAX_OPEN_FILES);
+        Ok(file)
+    }
+
+    fn open_file(&self, segment: u64, create: bool, handles: &mut Handles) -> io::Result<File> {
+        let path = self.path(segment);
+        let ctx = |e| io_context(format!("opening {}", path.display()), e);
+        match OpenOptions::new().read(true).write(true).open(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(ctx)?;
+                handles.dir_dirty = true;
+                Ok(file)
+            }
+            other => other.map_err(ctx),
+        }
+    }
+
+    fn list(&self) -> io::Result<Vec<u64>> {
+        let ctx = |e| io_context(format!("listing {}", self.dir.display()), e);
+        let mut segments = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(ctx)? {
+            let name = entry.map_err(ctx)?.file_name();
+            let parsed = name.to_str().and_then(|n| n.strip_suffix(SUFFIX));
+            if let Some(segment) = parsed.and_then(|digits| digits.parse().ok()) {
+                segments.push(segment);
+            }
+        }
+        Ok(segments)
+    }
+
+    fn remove(&self, segment: u64) -> io::Result<()> {
+        let path = self.path(segment);
+        fs::remove_file(&path).map_err(|e| io_context(format!("deleting {}", path.display()), e))
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| io_context(format!("syncing {}", self.dir.display()), e))
+    }
+
+    fn path(&self, segment: u64) -> PathBuf {
+        self.dir.join(format!("{segment:020}{SUFFIX}"))
+    }
+}
+
+impl Handles {
+    fn forget(&mut self, segment: u64) {
+        self.open.remove(&segment);
+        self.dirty.remove(&segment);
+        self.dir_dirty = true;
+    }
+
+    fn evict_beyond(&mut self, limit: usize) {
+        while self.open.len() > limit {
+            let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(s, _)| *s);
+            match oldest {
+                Some(segment) => self.open.remove(&segment),
+                None => return,
+            };
+        }
+    }
+}

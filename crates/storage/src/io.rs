@@ -1,0 +1,196 @@
+//! The seam between the log's record path and the disk.
+//!
+//! Only the two calls whose failure the log must survive correctly go through
+//! [`Io`]: writing framed records and making them durable. Tests swap in
+//! [`FaultyIo`] (or their own wrapper) to prove that a failed fsync poisons
+//! the log instead of being retried, and to count how many fsyncs a workload
+//! costs. File creation, preallocation and recovery use `std` directly; their
+//! failures surface as ordinary errors.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Positioned writes and data syncs on an already open file.
+pub trait Io: Send + Sync + 'static {
+    /// Writes all of `buf` at byte `pos` of `file` (pwrite, no seek).
+    fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()>;
+    /// Makes earlier writes to `file` durable (fdatasync).
+    fn sync_data(&self, file: &File) -> io::Result<()>;
+}
+
+/// The real thing: `pwrite` and `fdatasync`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealIo;
+
+impl Io for RealIo {
+    fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
+        file.write_all_at(buf, pos)
+    }
+
+    fn sync_data(&self, file: &File) -> io::Result<()> {
+        file.sync_data()
+    }
+}
+
+/// A window `[from, until)` of call numbers that fail. Two atomics rather
+/// than a lock so the hot path stays a pair of loads.
+#[derive(Debug)]
+struct FailWindow {
+    from: AtomicU64,
+    until: AtomicU64,
+}
+
+impl FailWindow {
+    fn never() -> Self {
+        FailWindow {
+            from: AtomicU64::new(u64::MAX),
+            until: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn set(&self, from: u64, until: u64) {
+        // Close the window first so a concurrent call never sees a window
+        // wider than either the old or the new one.
+        self.from.store(u64::MAX, Ordering::SeqCst);
+        self.until.store(until, Ordering::SeqCst);
+        self.from.store(from, Ordering::SeqCst);
+    }
+
+    fn hits(&self, call: u64) -> bool {
+        call >= self.from.load(Ordering::SeqCst) && call < self.until.load(Ordering::SeqCst)
+    }
+}
+
+/// [`RealIo`] that can be told to fail chosen writes or syncs with an
+/// `io::Error`. Public so that tests of crates built on the log can inject
+/// the same faults.
+///
+/// Calls are numbered from 0 in the order they reach this value, separately
+/// for writes and syncs.
+#[derive(Debug)]
+pub struct FaultyIo {
+    inner: RealIo,
+    syncs: AtomicU64,
+    writes: AtomicU64,
+    failing_syncs: FailWindow,
+    failing_writes: FailWindow,
+}
+
+/// The text of an injected sync failure, so tests can look for it.
+pub const INJECTED_SYNC_ERROR: &str = "injected fdatasync failure";
+/// The text of an injected write failure, so tests can look for it.
+pub const INJECTED_WRITE_ERROR: &str = "injected pwrite failure";
+
+impl Default for FaultyIo {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FaultyIo {
+    /// A `FaultyIo` that fails nothing until told to.
+    pub fn new() -> Self {
+        FaultyIo {
+            inner: RealIo,
+            syncs: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            failing_syncs: FailWindow::never(),
+            failing_writes: FailWindow::never(),
+        }
+    }
+
+    /// Fails sync number `n` and every sync after it.
+    pub fn fail_syncs_from(&self, n: u64) {
+        self.failing_syncs.set(n, u64::MAX);
+    }
+
+    /// Fails exactly the next sync; later ones succeed again.
+    pub fn fail_next_sync(&self) {
+        let next = self.syncs.load(Ordering::SeqCst);
+        self.failing_syncs.set(next, next + 1);
+    }
+
+    /// Fails write number `n` and every write after it.
+    pub fn fail_writes_from(&self, n: u64) {
+        self.failing_writes.set(n, u64::MAX);
+    }
+
+    /// Fails exactly the next write; later ones succeed again.
+    pub fn fail_next_write(&self) {
+        let next = self.writes.load(Ordering::SeqCst);
+        self.failing_writes.set(next, next + 1);
+    }
+
+    /// Stops injecting failures.
+    pub fn heal(&self) {
+        self.failing_syncs.set(u64::MAX, u64::MAX);
+        self.failing_writes.set(u64::MAX, u64::MAX);
+    }
+
+    /// How many syncs have been attempted (failed ones included).
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::SeqCst)
+    }
+
+    /// How many writes have been attempted (failed ones included).
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+}
+
+impl Io for FaultyIo {
+    fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
+        let call = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.failing_writes.hits(call) {
+            return Err(io::Error::other(INJECTED_WRITE_ERROR));
+        }
+        self.inner.write_at(file, buf, pos)
+    }
+
+    fn sync_data(&self, file: &File) -> io::Result<()> {
+        let call = self.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.failing_syncs.hits(call) {
+            return Err(io::Error::other(INJECTED_SYNC_ERROR));
+        }
+        self.inner.sync_data(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faulty_io_fails_only_the_chosen_syncs() -> io::Result<()> {
+        let file = tempfile::tempfile()?;
+        let io = FaultyIo::new();
+        io.sync_data(&file)?;
+        io.fail_next_sync();
+        assert!(io.sync_data(&file).is_err());
+        io.sync_data(&file)?;
+        io.fail_syncs_from(4);
+        io.sync_data(&file)?;
+        assert!(io.sync_data(&file).is_err());
+        assert!(io.sync_data(&file).is_err());
+        io.heal();
+        io.sync_data(&file)?;
+        assert_eq!(io.syncs(), 7);
+        Ok(())
+    }
+
+    #[test]
+    fn faulty_io_fails_chosen_writes() -> io::Result<()> {
+        let file = tempfile::tempfile()?;
+        let io = FaultyIo::new();
+        io.fail_next_write();
+        let err = io.write_at(&file, b"abc", 0).unwrap_err();
+        assert!(err.to_string().contains(INJECTED_WRITE_ERROR));
+        io.write_at(&file, b"abc", 0)?;
+        let mut back = [0u8; 3];
+        file.read_exact_at(&mut back, 0)?;
+        assert_eq!(&back, b"abc");
+        Ok(())
+    }
+}

@@ -1,0 +1,29 @@
+//! Regina's disk formats. This crate stores opaque bytes; what they mean is
+//! up to the crates above it.
+//!
+//! * [`wal`]: the write-ahead log. Records are appended by one writer
+//!   thread that groups concurrent appends into a single fsync, into
+//!   preallocated, zeroed segment files (`{seq:020}.wal`). Each record is
+//!   framed as `[u32 len][u32 crc32c][payload]`, the checksum covering the
+//!   length too. Recovery returns every record in order, cuts a torn tail,
+//!   and refuses to start over real corruption. A failed write or fsync
+//!   poisons the log for good.
+//! * [`bodies`]: message bodies in `{segment:020}.body` files, addressed by
+//!   a global byte position chosen by the caller. Written without fsync,
+//!   because replaying the log rewrites them.
+//! * [`snapshot`]: atomically replaced, checksummed snapshot files.
+//! * [`io`]: the seam through which the log writes and fsyncs, so tests can
+//!   inject failures ([`FaultyIo`]).
+//! * [`error`]: [`WalError`], the log's error type.
+
+pub mod bodies;
+pub mod error;
+pub mod io;
+pub mod snapshot;
+pub mod wal;
+
+pub use bodies::{place, BodyStore};
+pub use error::WalError;
+pub use io::{FaultyIo, Io, RealIo};
+pub use snapshot::SnapshotStore;
+pub use wal::{AppendDone, RecordPos, Wal, WalOptions};

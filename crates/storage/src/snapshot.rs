@@ -1,0 +1,228 @@
+//! Snapshot files.
+//!
+//! A snapshot is written under a temporary name, fsynced, renamed into
+//! place and the directory fsynced, so a `.snap` file is either complete or
+//! absent; a crash mid-write leaves only a `.tmp` that the next open deletes.
+//! Older snapshots are deleted once the new one is durable.
+//!
+//! Format, little-endian:
+//! `"RSNP" | u32 version | u32 meta_len | meta | u64 data_len | data | u32 crc32c`
+//! where the checksum covers every byte before it.
+//!
+//! Snapshots are ordered by id as a string, so ids must sort in the order
+//! snapshots are taken (zero-padded numbers do).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::io_context;
+
+const MAGIC: &[u8; 4] = b"RSNP";
+const VERSION: u32 = 1;
+const PREFIX: &str = "snapshot-";
+const SNAP_SUFFIX: &str = ".snap";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// A directory holding the latest snapshot.
+pub struct SnapshotStore {
+    dir: PathBuf,
+}
+
+impl SnapshotStore {
+    /// Opens (or creates) `dir` and deletes leftover temporary files.
+    pub fn open(dir: impl AsRef<Path>) -> io::Result<SnapshotStore> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        let store = SnapshotStore { dir };
+        for name in store.names_with(TEMP_SUFFIX)? {
+            let path = store.dir.join(&name);
+            fs::remove_file(&path)
+                .map_err(|e| io_context(format!("deleting {}", path.display()), e))?;
+        }
+        Ok(store)
+    }
+
+    /// Durably stores a snapshot under `id` and deletes all others.
+    pub fn save(&self, id: &str, meta: &[u8], data: &[u8]) -> io::Result<()> {
+        check_id(id)?;
+        let temp = self.dir.join(format!("{PREFIX}{id}{TEMP_SUFFIX}"));
+        let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
+        let path = self.dir.join(&name);
+        let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
+        write_file(&temp, &encode(meta, data)?).map_err(|e| io_context(ctx("writing", &temp), e))?;
+        fs::rename(&temp, &path).map_err(|e| io_context(ctx("renaming", &temp), e))?;
+        self.sync_dir()?;
+        for old in self.names_with(SNAP_SUFFIX)? {
+            if old != name {
+                let old = self.dir.join(old);
+                fs::remove_file(&old).map_err(|e| io_context(ctx("deleting", &old), e))?;
+            }
+        }
+        self.sync_dir()
+    }
+
+    /// The newest snapshot that passes its checks, as `(meta, data)`.
+    /// Damaged snapshots are skipped with a warning and left on disk for
+    /// inspection.
+    pub fn load_latest(&self) -> io::Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut names = self.names_with(SNAP_SUFFIX)?;
+        names.sort_unstable_by(|a, b| b.cmp(a));
+        for name in names {
+            let path = self.dir.join(&name);
+            let bytes =
+                fs::read(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
+            match decode(&bytes) {
+                Ok(snapshot) => return Ok(Some(snapshot)),
+                Err(reason) => {
+                    tracing::warn!(file = %path.display(), %reason, "skipping a damaged snapshot");
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// File names in the directory that are snapshots with `suffix`.
+    fn names_with(&self, suffix: &str) -> io::Result<Vec<String>> {
+        let ctx = |e| io_context(format!("listing {}", self.dir.display()), e);
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(ctx)? {
+            if let Ok(name) = entry.map_err(ctx)?.file_name().into_string() {
+                if name.starts_with(PREFIX) && name.ends_with(suffix) {
+                    names.push(name);
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| io_context(format!("syncing {}", self.dir.display()), e))
+    }
+}
+
+/// Ids become file names, so they must not be able to name another file.
+fn check_id(id: &str) -> io::Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if id.is_empty() || id.starts_with('.') || !id.chars().all(allowed) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("snapshot id {id:?} must be non-empty ASCII letters, digits, '-', '_' or '.'"),
+        ));
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
+    let meta_len = u32::try_from(meta.len()).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "snapshot meta exceeds 4 GiB")
+    })?;
+    let mut out = Vec::with_capacity(4 + 4 + 4 + meta.len() + 8 + data.len() + 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&meta_len.to_le_bytes());
+    out.extend_from_slice(meta);
+    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    out.extend_from_slice(data);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// Parses a snapshot file, or says why it is not one.
+fn decode(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let body_len = bytes
+        .len()
+        .checked_sub(4)
+        .ok_or_else(|| format!("only {} bytes long", bytes.len()))?;
+    let (body, stored) = bytes.split_at(body_len);
+    let stored = u32::from_le_bytes(stored.try_into().map_err(|_| "short checksum")?);
+    let computed = crc32c::crc32c(body);
+    if stored != computed {
+        return Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})"));
+    }
+    let mut cursor = Cursor { bytes: body };
+    if cursor.take(4)? != MAGIC {
+        return Err("bad magic".into());
+    }
+    let version = u32::from_le_bytes(cursor.array()?);
+    if version != VERSION {
+        return Err(format!("unsupported version {version}"));
+    }
+    let meta_len = u32::from_le_bytes(cursor.array()?) as usize;
+    let meta = cursor.take(meta_len)?.to_vec();
+    let data_len = usize::try_from(u64::from_le_bytes(cursor.array()?))
+        .map_err(|_| "data length overflows".to_string())?;
+    let data = cursor.take(data_len)?.to_vec();
+    if !cursor.bytes.is_empty() {
+        return Err(format!("{} unexpected trailing bytes", cursor.bytes.len()));
+    }
+    Ok((meta, data))
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.bytes.len() {
+            return Err(format!("truncated: wanted {n} bytes, {} left", self.bytes.len()));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let head = self.take(N)?;
+        head.try_into().map_err(|_| "short field".to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip() -> io::Result<()> {
+        let bytes = encode(b"meta", b"data data")?;
+        assert_eq!(&bytes[..4], MAGIC);
+        assert_eq!(decode(&bytes), Ok((b"meta".to_vec(), b"data data".to_vec())));
+        Ok(())
+    }
+
+    #[test]
+    fn any_flipped_byte_is_detected() -> io::Result<()> {
+        let bytes = encode(b"m", b"some data")?;
+        for i in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= 0x01;
+            assert!(decode(&damaged).is_err(), "flip at {i} went unnoticed");
+        }
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode(&[]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn ids_cannot_escape_the_directory() {
+        assert!(check_id("00000000000000000042-7").is_ok());
+        assert!(check_id("").is_err());
+        assert!(check_id("../x").is_err());
+        assert!(check_id("a/b").is_err());
+        assert!(check_id("..").is_err());
+    }
+}

@@ -1,0 +1,377 @@
+//! The write-ahead log: opaque byte records, group-committed to a directory
+//! of preallocated segment files.
+//!
+//! * `frame`: the on-disk record format.
+//! * `segment`: segment files (naming, preallocation, reading one record).
+//! * `recovery`: scanning segments at open and cutting a torn tail.
+//! * `writer`: the thread that batches appends and fsyncs them.
+//! * `preparer`: the thread that zero-fills the next segment ahead of time.
+
+mod frame;
+mod preparer;
+mod recovery;
+mod segment;
+mod writer;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::WalError;
+use crate::io::Io;
+pub use frame::HEADER_LEN;
+pub use recovery::{scan_segment, Damage, SegmentScan};
+use preparer::Preparer;
+use writer::{Active, Spare, Writer};
+
+/// Where a record starts: its segment's sequence number and the byte offset
+/// of its header in that segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecordPos {
+    pub segment: u64,
+    pub offset: u64,
+}
+
+/// Tuning for [`Wal::open`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalOptions {
+    /// Size new segments are preallocated to. A record that does not fit an
+    /// empty segment gets a segment grown to fit it.
+    pub segment_bytes: u64,
+    /// Upper bound on the framed bytes of one group commit. A single append
+    /// larger than this still goes out, alone.
+    pub max_batch_bytes: u64,
+    /// Largest payload `append` accepts (at most `u32::MAX`, the framing
+    /// limit).
+    pub max_record_bytes: u64,
+}
+
+/// Smallest segment size accepted; below this nearly every record would
+/// need a segment of its own.
+pub const MIN_SEGMENT_BYTES: u64 = 64;
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            segment_bytes: 64 << 20,
+            max_batch_bytes: 8 << 20,
+            max_record_bytes: 256 << 20,
+        }
+    }
+}
+
+impl WalOptions {
+    fn validate(&self) -> Result<(), WalError> {
+        if self.segment_bytes < MIN_SEGMENT_BYTES {
+            return Err(WalError::InvalidOptions(format!(
+                "segment_bytes {} is below the minimum of {MIN_SEGMENT_BYTES}",
+                self.segment_bytes
+            )));
+        }
+        if self.max_batch_bytes == 0 {
+            return Err(WalError::InvalidOptions("max_batch_bytes is 0".into()));
+        }
+        if self.max_record_bytes > u64::from(u32::MAX) {
+            return Err(WalError::InvalidOptions(format!(
+                "max_record_bytes {} exceeds the u32 length field",
+                self.max_record_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Completion callback of [`Wal::append`].
+pub type AppendDone = Box<dyn FnOnce(Result<Vec<RecordPos>, WalError>) + Send>;
+
+struct Request {
+    records: Vec<Vec<u8>>,
+    /// Framed size, for the batch cap.
+    bytes: u64,
+    done: AppendDone,
+}
+
+struct Queue {
+    pending: VecDeque<Request>,
+    shutdown: bool,
+}
+
+/// State shared by the `Wal` handle and its writer thread.
+struct Shared {
+    io: Arc<dyn Io>,
+    options: WalOptions,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Set once, by the first failed write or fsync; never cleared.
+    poison: OnceLock<String>,
+    bytes_written: AtomicU64,
+    /// Segments that may hold records (the active one and older), for reads
+    /// and release. Spares are added when the writer moves into them.
+    segments: RwLock<BTreeMap<u64, Arc<File>>>,
+    current_segment: AtomicU64,
+}
+
+/// A group-committed write-ahead log. See the crate docs for the format.
+pub struct Wal {
+    dir: PathBuf,
+    shared: Arc<Shared>,
+    writer: Option<JoinHandle<()>>,
+    preparer: Option<JoinHandle<()>>,
+    preparer_stop: Arc<AtomicBool>,
+}
+
+impl Wal {
+    /// Opens (or creates) the log in `dir`, recovers it and starts its
+    /// writer. Returns every surviving record in log order.
+    ///
+    /// A torn tail in the last segment holding records is cut and zeroed.
+    /// Damage anywhere before that is reported as [`WalError::Corrupt`].
+    #[allow(clippy::type_complexity)]
+    pub fn open(
+        dir: impl AsRef<Path>,
+        options: WalOptions,
+        io: Arc<dyn Io>,
+    ) -> Result<(Wal, Vec<(RecordPos, Vec<u8>)>), WalError> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        prepare_dir(&dir, options.segment_bytes)?;
+        let recovered = recovery::recover(&dir)?;
+        let mut segments = recovered.segments.into_iter();
+        let mut readable = BTreeMap::new();
+        let mut active = None;
+        for found in segments.by_ref().take(recovered.active + 1) {
+            let file = Arc::new(found.file);
+            readable.insert(found.seq, Arc::clone(&file));
+            active = Some(Active {
+                seq: found.seq,
+                file,
+                len: found.len,
+                offset: recovered.active_offset,
+            });
+        }
+        let active = active.ok_or_else(|| {
+            WalError::io(
+                format!("recovering {}", dir.display()),
+                std::io::Error::other("no wal segment found after creating one"),
+            )
+        })?;
+        let spares: VecDeque<Spare> = segments
+            .map(|f| Spare {
+                seq: f.seq,
+                file: f.file,
+                len: f.len,
+            })
+            .collect();
+        let next_seq = spares.back().map_or(active.seq, |s| s.seq) + 1;
+        let shared = Arc::new(Shared {
+            io,
+            options,
+            queue: Mutex::new(Queue {
+                pending: VecDeque::new(),
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            poison: OnceLock::new(),
+            bytes_written: AtomicU64::new(0),
+            current_segment: AtomicU64::new(active.seq),
+            segments: RwLock::new(readable),
+        });
+        let wal = Wal::start(dir, shared, active, spares, next_seq)?;
+        Ok((wal, recovered.records))
+    }
+
+    fn start(
+        dir: PathBuf,
+        shared: Arc<Shared>,
+        active: Active,
+        spares: VecDeque<Spare>,
+        next_seq: u64,
+    ) -> Result<Wal, WalError> {
+        let (tx, rx) = mpsc::sync_channel(0);
+        let preparer_stop = Arc::new(AtomicBool::new(false));
+        let preparer = Preparer {
+            dir: dir.clone(),
+            spares,
+            next_seq,
+            segment_bytes: shared.options.segment_bytes,
+            stop: Arc::clone(&preparer_stop),
+            out: tx,
+        };
+        let writer = Writer {
+            shared: Arc::clone(&shared),
+            active,
+            prepared: rx,
+        };
+        let spawn_err = |e| WalError::io("starting a wal thread", e);
+        // The writer goes first: if spawning it fails, the preparer (which
+        // only exits once the writer drops its receiver) never starts.
+        let writer = std::thread::Builder::new()
+            .name("regina-wal-writer".into())
+            .spawn(move || writer.run())
+            .map_err(spawn_err)?;
+        let mut wal = Wal {
+            dir,
+            shared,
+            writer: Some(writer),
+            preparer: None,
+            preparer_stop,
+        };
+        // On failure `wal` drops here and shuts the writer down cleanly.
+        let preparer = std::thread::Builder::new()
+            .name("regina-wal-prepare".into())
+            .spawn(move || preparer.run())
+            .map_err(spawn_err)?;
+        wal.preparer = Some(preparer);
+        Ok(wal)
+    }
+
+    /// Queues `records` to be appended in order and returns at once.
+    ///
+    /// `done` is called exactly once: with the records' positions after they
+    /// are durable, or with the error. Completions run on the writer thread
+    /// in submission order, so keep them short. An append refused up front
+    /// (poisoned log, record too large) completes on the calling thread
+    /// before `append` returns.
+    pub fn append(&self, records: Vec<Vec<u8>>, done: AppendDone) {
+        if let Some(reason) = self.shared.poison.get() {
+            return done(Err(WalError::Poisoned(reason.clone())));
+        }
+        let max = self.shared.options.max_record_bytes;
+        if let Some(big) = records.iter().find(|r| r.len() as u64 > max) {
+            let len = big.len() as u64;
+            return done(Err(WalError::TooLarge { len, max }));
+        }
+        let bytes = records.iter().map(|r| frame::framed_len(r.len())).sum();
+        let mut queue = self.shared.queue.lock();
+        if queue.shutdown {
+            drop(queue);
+            return done(Err(WalError::Closed));
+        }
+        queue.pending.push_back(Request {
+            records,
+            bytes,
+            done,
+        });
+        drop(queue);
+        self.shared.wake.notify_one();
+    }
+
+    /// [`Wal::append`], blocking until the records are durable.
+    pub fn append_sync(&self, records: Vec<Vec<u8>>) -> Result<Vec<RecordPos>, WalError> {
+        let (tx, rx) = mpsc::channel();
+        self.append(
+            records,
+            Box::new(move |result| {
+                // The receiver only goes away if this caller is gone.
+                let _ = tx.send(result);
+            }),
+        );
+        rx.recv().unwrap_or(Err(WalError::Closed))
+    }
+
+    /// Reads back the record that starts at `pos`, checking its checksum.
+    /// Safe to call while appends are in flight.
+    pub fn read(&self, pos: RecordPos) -> Result<Vec<u8>, WalError> {
+        let file = self.shared.segments.read().get(&pos.segment).cloned();
+        let file = file.ok_or_else(|| WalError::NoRecord {
+            segment: pos.segment,
+            offset: pos.offset,
+            reason: "no such segment (released, or not written yet)".into(),
+        })?;
+        segment::read_record(&file, pos)
+    }
+
+    /// Deletes the segment files that lie entirely before `pos.segment`,
+    /// never the one being written. Returns how many were deleted.
+    pub fn release_segments_before(&self, pos: RecordPos) -> Result<usize, WalError> {
+        let current = self.shared.current_segment.load(Ordering::SeqCst);
+        let limit = pos.segment.min(current);
+        let doomed: Vec<u64> = {
+            let mut segments = self.shared.segments.write();
+            let doomed: Vec<u64> = segments.range(..limit).map(|(seq, _)| *seq).collect();
+            for seq in &doomed {
+                segments.remove(seq);
+            }
+            doomed
+        };
+        for seq in &doomed {
+            let path = self.dir.join(segment::file_name(*seq));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(WalError::io(format!("deleting {}", path.display()), e)),
+            }
+        }
+        if !doomed.is_empty() {
+            segment::sync_dir(&self.dir)
+                .map_err(|e| WalError::io(format!("syncing {}", self.dir.display()), e))?;
+        }
+        Ok(doomed.len())
+    }
+
+    /// Why the log refuses appends, if it does.
+    pub fn poisoned(&self) -> Option<String> {
+        self.shared.poison.get().cloned()
+    }
+
+    /// Framed bytes made durable since open.
+    pub fn bytes_written(&self) -> u64 {
+        self.shared.bytes_written.load(Ordering::Relaxed)
+    }
+
+    /// The segment currently being appended to.
+    pub fn current_segment(&self) -> u64 {
+        self.shared.current_segment.load(Ordering::SeqCst)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Creates `dir` if needed, clears half-prepared segments and makes sure
+/// there is at least one segment to recover.
+fn prepare_dir(dir: &Path, segment_bytes: u64) -> Result<(), WalError> {
+    let ctx = |what: &str| format!("{what} {}", dir.display());
+    std::fs::create_dir_all(dir).map_err(|e| WalError::io(ctx("creating"), e))?;
+    segment::remove_temp_files(dir).map_err(|e| WalError::io(ctx("cleaning"), e))?;
+    let existing = segment::list(dir).map_err(|e| WalError::io(ctx("listing"), e))?;
+    if existing.is_empty() {
+        let never = AtomicBool::new(false);
+        segment::create(dir, 0, segment_bytes, &never)
+            .map_err(|e| WalError::io(ctx("creating the first segment in"), e))?;
+        // The directory itself may be new; make its entry durable too.
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        segment::sync_dir(parent).map_err(|e| WalError::io(ctx("syncing the parent of"), e))?;
+    }
+    Ok(())
+}
+
+impl Drop for Wal {
+    /// Lets the writer finish everything already queued, then stops both
+    /// threads.
+    fn drop(&mut self) {
+        self.shared.queue.lock().shutdown = true;
+        self.shared.wake.notify_all();
+        if let Some(writer) = self.writer.take() {
+            if writer.join().is_err() {
+                tracing::error!("the wal writer thread panicked");
+            }
+        }
+        // Only now: the writer may have needed a spare while draining.
+        self.preparer_stop.store(true, Ordering::SeqCst);
+        if let Some(preparer) = self.preparer.take() {
+            if preparer.join().is_err() {
+                tracing::error!("the wal segment preparer thread panicked");
+            }
+        }
+    }
+}

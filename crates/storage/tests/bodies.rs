@@ -1,0 +1,136 @@
+//! Message body segments.
+
+mod support;
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::thread;
+
+use regina_storage::{place, BodyStore};
+use support::{fast_tempdir, Lcg};
+
+fn body_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn place_keeps_bodies_inside_one_segment() {
+    assert_eq!(place(0, 10, 100), 0);
+    assert_eq!(place(90, 10, 100), 90);
+    assert_eq!(place(95, 10, 100), 100);
+    assert_eq!(place(100, 100, 100), 100);
+    assert_eq!(place(101, 100, 100), 200);
+    assert_eq!(place(150, 0, 100), 150);
+    assert_eq!(place(199, 1, 100), 199);
+}
+
+/// Places and writes bodies of random sizes; returns (pos, body) pairs.
+fn write_bodies(store: &BodyStore, count: usize, max_len: u64, seed: u64) -> Vec<(u64, Vec<u8>)> {
+    let mut rng = Lcg(seed);
+    let mut next_free = 0;
+    let mut written = Vec::new();
+    for _ in 0..count {
+        let len = rng.below(max_len + 1);
+        let pos = place(next_free, len, store.segment_bytes());
+        let body = rng.bytes(len as usize);
+        store.write_at(pos, &body).expect("write body");
+        next_free = pos + len;
+        written.push((pos, body));
+    }
+    written
+}
+
+#[test]
+fn bodies_round_trip_across_segments_and_threads() {
+    let dir = fast_tempdir();
+    let store = Arc::new(BodyStore::open(dir.path(), 1000).expect("open"));
+    let written = Arc::new(write_bodies(&store, 200, 400, 1));
+    assert!(written.iter().any(|(pos, _)| pos % 1000 == 0 && *pos > 0), "no rollover");
+    let readers: Vec<_> = (0..4)
+        .map(|t| {
+            let (store, written) = (Arc::clone(&store), Arc::clone(&written));
+            thread::spawn(move || {
+                for (pos, body) in written.iter().skip(t).step_by(4) {
+                    assert_eq!(&store.read(*pos, body.len() as u64).expect("read"), body);
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().expect("reader");
+    }
+    store.sync_all().expect("sync");
+    drop(store);
+    let reopened = BodyStore::open(dir.path(), 1000).expect("reopen");
+    for (pos, body) in written.iter() {
+        assert_eq!(&reopened.read(*pos, body.len() as u64).expect("read"), body);
+    }
+}
+
+#[test]
+fn many_segments_outlive_the_handle_cache() {
+    let dir = fast_tempdir();
+    let store = BodyStore::open(dir.path(), 16).expect("open");
+    for i in 0..300u64 {
+        store.write_at(i * 16, &[i as u8; 16]).expect("write");
+    }
+    store.sync_all().expect("sync");
+    for i in (0..300u64).rev() {
+        assert_eq!(store.read(i * 16, 16).expect("read"), vec![i as u8; 16]);
+    }
+    assert_eq!(body_files(dir.path()).len(), 300);
+}
+
+#[test]
+fn a_body_may_not_cross_a_segment_boundary() {
+    let dir = fast_tempdir();
+    let store = BodyStore::open(dir.path(), 100).expect("open");
+    let err = store.write_at(95, &[0; 10]).expect_err("crosses the boundary");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = store.write_at(place(0, 101, 100), &[0; 101]).expect_err("too large");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(store.read(95, 10).is_err());
+}
+
+#[test]
+fn truncate_from_cuts_the_tail_for_replay() {
+    let dir = fast_tempdir();
+    let store = BodyStore::open(dir.path(), 100).expect("open");
+    for segment in 0..4u64 {
+        store.write_at(segment * 100, &[segment as u8; 60]).expect("write");
+    }
+    store.truncate_from(130).expect("truncate");
+    assert_eq!(store.read(100, 30).expect("kept part"), vec![1; 30]);
+    assert_eq!(store.read(120, 20).expect_err("cut part").kind(), ErrorKind::UnexpectedEof);
+    assert_eq!(store.read(300, 10).expect_err("deleted").kind(), ErrorKind::NotFound);
+    assert_eq!(body_files(dir.path()), vec![
+        "00000000000000000000.body".to_string(),
+        "00000000000000000001.body".to_string(),
+    ]);
+    // Replay rewrites the tail.
+    store.write_at(130, &[9; 30]).expect("rewrite");
+    store.write_at(200, &[2; 60]).expect("rewrite next segment");
+    store.sync_all().expect("sync");
+    assert_eq!(store.read(130, 30).expect("read"), vec![9; 30]);
+    assert_eq!(store.read(200, 60).expect("read"), vec![2; 60]);
+    assert_eq!(store.read(0, 60).expect("untouched"), vec![0; 60]);
+}
+
+#[test]
+fn release_before_deletes_whole_segments_only() {
+    let dir = fast_tempdir();
+    let store = BodyStore::open(dir.path(), 100).expect("open");
+    for segment in 0..5u64 {
+        store.write_at(segment * 100 + 10, &[segment as u8; 20]).expect("write");
+    }
+    assert_eq!(store.release_before(250).expect("release"), 2);
+    assert_eq!(store.read(10, 20).expect_err("released").kind(), ErrorKind::NotFound);
+    assert_eq!(store.read(210, 20).expect("kept"), vec![2; 20]);
+    assert_eq!(body_files(dir.path()).len(), 3);
+    store.sync_all().expect("sync");
+}

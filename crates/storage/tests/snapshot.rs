@@ -1,0 +1,132 @@
+//! Snapshot files.
+
+mod support;
+
+use std::fs;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use regina_storage::SnapshotStore;
+use support::fast_tempdir;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// Counts warnings, to check that a skipped snapshot is reported.
+struct WarningCounter(Arc<AtomicUsize>);
+
+impl Subscriber for WarningCounter {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        if *event.metadata().level() == Level::WARN {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+type Loaded = std::io::Result<Option<(Vec<u8>, Vec<u8>)>>;
+
+fn load_counting_warnings(store: &SnapshotStore) -> (Loaded, usize) {
+    let warnings = Arc::new(AtomicUsize::new(0));
+    let counter = WarningCounter(Arc::clone(&warnings));
+    let loaded = tracing::subscriber::with_default(counter, || store.load_latest());
+    (loaded, warnings.load(Ordering::SeqCst))
+}
+
+fn snap_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn flip_byte(path: &std::path::Path, at: usize) {
+    let mut bytes = fs::read(path).expect("read snapshot");
+    bytes[at] ^= 0x20;
+    fs::write(path, bytes).expect("write snapshot");
+}
+
+#[test]
+fn save_then_load_keeps_only_the_newest() {
+    let dir = fast_tempdir();
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    assert_eq!(store.load_latest().expect("load"), None);
+    store.save("0001", b"meta one", b"data one").expect("save");
+    store.save("0002", b"meta two", &[7; 10_000]).expect("save");
+    assert_eq!(snap_files(dir.path()), vec!["snapshot-0002.snap".to_string()]);
+    let reopened = SnapshotStore::open(dir.path()).expect("reopen");
+    let loaded = reopened.load_latest().expect("load");
+    assert_eq!(loaded, Some((b"meta two".to_vec(), vec![7; 10_000])));
+}
+
+#[test]
+fn a_corrupt_only_snapshot_loads_as_none_with_a_warning() {
+    let dir = fast_tempdir();
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    store.save("0001", b"meta", b"data").expect("save");
+    flip_byte(&dir.path().join("snapshot-0001.snap"), 14);
+    let (loaded, warnings) = load_counting_warnings(&store);
+    assert_eq!(loaded.expect("load"), None);
+    assert_eq!(warnings, 1);
+}
+
+#[test]
+fn a_corrupt_newest_snapshot_falls_back_to_an_older_one() {
+    let dir = fast_tempdir();
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    store.save("0001", b"old meta", b"old data").expect("save");
+    let old = fs::read(dir.path().join("snapshot-0001.snap")).expect("read");
+    store.save("0002", b"new meta", b"new data").expect("save");
+    // As if a crash hit between the rename and the deletion of the old one.
+    fs::write(dir.path().join("snapshot-0001.snap"), old).expect("restore");
+    let (loaded, warnings) = load_counting_warnings(&store);
+    assert_eq!(loaded.expect("load"), Some((b"new meta".to_vec(), b"new data".to_vec())));
+    assert_eq!(warnings, 0);
+
+    flip_byte(&dir.path().join("snapshot-0002.snap"), 20);
+    let (loaded, warnings) = load_counting_warnings(&store);
+    assert_eq!(loaded.expect("load"), Some((b"old meta".to_vec(), b"old data".to_vec())));
+    assert_eq!(warnings, 1);
+}
+
+#[test]
+fn truncated_snapshot_is_skipped() {
+    let dir = fast_tempdir();
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    store.save("0001", b"meta", &[1; 100]).expect("save");
+    let path = dir.path().join("snapshot-0001.snap");
+    let bytes = fs::read(&path).expect("read");
+    fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncate");
+    let (loaded, warnings) = load_counting_warnings(&store);
+    assert_eq!(loaded.expect("load"), None);
+    assert_eq!(warnings, 1);
+}
+
+#[test]
+fn leftover_temporary_files_are_deleted_on_open() {
+    let dir = fast_tempdir();
+    fs::write(dir.path().join("snapshot-0003.tmp"), b"half written").expect("write");
+    fs::write(dir.path().join("unrelated.txt"), b"keep me").expect("write");
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    assert_eq!(snap_files(dir.path()), vec!["unrelated.txt".to_string()]);
+    assert_eq!(store.load_latest().expect("load"), None);
+}
+
+#[test]
+fn ids_that_are_not_plain_names_are_refused() {
+    let dir = fast_tempdir();
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    assert!(store.save("../escape", b"", b"").is_err());
+    assert!(store.save("", b"", b"").is_err());
+    assert!(snap_files(dir.path()).is_empty());
+}

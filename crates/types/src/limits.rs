@@ -1,0 +1,45 @@
+//! Every limit Regina enforces at its edge, with its unit in its name.
+//! `docs/limits.md` is generated from the same list by hand and must agree.
+
+/// Largest HTTP request body accepted, in bytes.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Most items in one push request.
+pub const PUSH_ITEMS_MAX: usize = 10_000;
+/// Largest single message payload (its JSON text), in bytes.
+pub const PAYLOAD_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Longest queue, partition or consumer-group name, in bytes.
+pub const NAME_BYTES_MAX: usize = 255;
+/// Longest namespace or task label, in bytes.
+pub const LABEL_BYTES_MAX: usize = 255;
+/// Longest `transactionId`, in bytes.
+pub const TRANSACTION_ID_BYTES_MAX: usize = 65_535;
+/// Longest error text carried by a nack (longer texts are cut, not refused).
+pub const ACK_ERROR_BYTES_MAX: usize = 4_096;
+/// Most acknowledgements in one batch ack.
+pub const ACK_BATCH_MAX: usize = 10_000;
+/// Most messages one pop may return.
+pub const POP_BATCH_MAX: u32 = 10_000;
+/// Batch used when a pop names none.
+pub const POP_BATCH_DEFAULT: u32 = 200;
+/// Most partitions one wildcard pop may claim.
+pub const POP_PARTITIONS_MAX: u32 = 64;
+/// Longest a long poll may wait, in milliseconds.
+pub const POP_WAIT_MS_MAX: u64 = 60_000;
+/// Long-poll budget when a pop names none, in milliseconds.
+pub const POP_WAIT_MS_DEFAULT: u64 = 30_000;
+/// Longest lease a pop or a queue may ask for, in seconds (one day).
+pub const LEASE_SECONDS_MAX: u64 = 86_400;
+/// Lease of a queue created by a push (not by configure), in seconds.
+pub const LEASE_SECONDS_DEFAULT_PUSHED: u64 = 60;
+/// Lease of a queue created by configure when none is given, in seconds.
+pub const LEASE_SECONDS_DEFAULT_CONFIGURED: u64 = 300;
+/// Retry limit when none is configured.
+pub const RETRY_LIMIT_DEFAULT: u32 = 3;
+/// Largest retry limit accepted.
+pub const RETRY_LIMIT_MAX: u32 = 1_000_000;
+/// Dedup window when none is configured, in seconds.
+pub const DEDUP_WINDOW_SECONDS_DEFAULT: u64 = 3_600;
+/// Largest duration option (retention, delay, window) accepted, in seconds (10 years).
+pub const DURATION_SECONDS_MAX: u64 = 10 * 365 * 86_400;
+/// How long after a nack a partition waits before redelivery, in milliseconds.
+pub const RETRY_DELAY_MS: u64 = 0;

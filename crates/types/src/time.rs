@@ -1,0 +1,151 @@
+//! The one timestamp format on the wire: ISO-8601 UTC with microseconds and
+//! `Z`, fixed width, so clients that compare timestamps as strings get the
+//! right order. Internally time is milliseconds since the Unix epoch, stamped
+//! by the leader into every log entry.
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = u64;
+
+/// Formats `ms` as `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+pub fn format_iso(ms: Millis) -> String {
+    let secs = ms / 1000;
+    let micros = (ms % 1000) * 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        y,
+        m,
+        d,
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        micros
+    )
+}
+
+/// Parses an ISO-8601 timestamp with any fraction length and `Z` or `±hh:mm`
+/// (a date alone means midnight UTC). Returns milliseconds since the epoch;
+/// instants before 1970 clamp to 0.
+pub fn parse_iso(s: &str) -> Option<Millis> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let year: i64 = s.get(0..4)?.parse().ok()?;
+    let month: u32 = s.get(5..7)?.parse().ok()?;
+    let day: u32 = s.get(8..10)?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let mut ms_of_day: i64 = 0;
+    let mut offset_ms: i64 = 0;
+    if b.len() > 10 {
+        if b[10] != b'T' && b[10] != b't' && b[10] != b' ' {
+            return None;
+        }
+        let rest = &s[11..];
+        let (clock, zone) = split_zone(rest)?;
+        ms_of_day = parse_clock(clock)?;
+        offset_ms = parse_zone(zone)?;
+    }
+    let days = days_from_civil(year, month, day);
+    let total = days * 86_400_000 + ms_of_day - offset_ms;
+    Some(total.max(0) as Millis)
+}
+
+fn split_zone(rest: &str) -> Option<(&str, &str)> {
+    if let Some(stripped) = rest.strip_suffix('Z').or_else(|| rest.strip_suffix('z')) {
+        return Some((stripped, ""));
+    }
+    match rest.rfind(['+', '-']) {
+        Some(i) if i >= 5 => Some((&rest[..i], &rest[i..])),
+        _ => Some((rest, "")),
+    }
+}
+
+fn parse_clock(clock: &str) -> Option<i64> {
+    let (hms, frac) = match clock.find('.') {
+        Some(i) => (&clock[..i], &clock[i + 1..]),
+        None => (clock, ""),
+    };
+    let mut parts = hms.split(':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next().unwrap_or("0").parse().ok()?;
+    let sec: i64 = parts.next().unwrap_or("0").parse().ok()?;
+    if parts.next().is_some() || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    if !frac.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut ms_frac = 0i64;
+    for (i, c) in frac.chars().take(3).enumerate() {
+        ms_frac += (c as i64 - '0' as i64) * 10i64.pow(2 - i as u32);
+    }
+    Some(((h * 60 + m) * 60 + sec) * 1000 + ms_frac)
+}
+
+fn parse_zone(zone: &str) -> Option<i64> {
+    if zone.is_empty() {
+        return Some(0);
+    }
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let body = zone[1..].replace(':', "");
+    if body.len() != 4 || !body.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let h: i64 = body[..2].parse().ok()?;
+    let m: i64 = body[2..].parse().ok()?;
+    Some(sign * (h * 60 + m) * 60_000)
+}
+
+// Howard Hinnant's civil-date algorithms (public domain).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        for ms in [0u64, 1_700_000_000_123, 951_782_400_000, 4_102_444_800_999] {
+            assert_eq!(parse_iso(&format_iso(ms)), Some(ms), "{}", format_iso(ms));
+        }
+        assert_eq!(format_iso(1_700_000_000_123), "2023-11-14T22:13:20.123000Z");
+    }
+
+    #[test]
+    fn parses_offsets_and_fractions() {
+        let base = parse_iso("2024-03-01T10:00:00Z").unwrap();
+        assert_eq!(parse_iso("2024-03-01T12:00:00+02:00"), Some(base));
+        assert_eq!(parse_iso("2024-03-01T09:30:00.5-00:30"), Some(base + 500));
+        assert_eq!(parse_iso("2024-03-01T10:00:00.123456789Z"), Some(base + 123));
+        assert_eq!(parse_iso("2024-03-01"), parse_iso("2024-03-01T00:00:00Z"));
+        assert_eq!(parse_iso("garbage"), None);
+        assert_eq!(parse_iso("2024-13-01T00:00:00Z"), None);
+    }
+}
