@@ -41,6 +41,11 @@ impl State {
                 AckResult::refused(ERR_UNRESOLVABLE)
             };
         }
+        if clamped.contains(&item.partition_id) {
+            // An earlier nack in this call handed the batch back from its
+            // offset; this item will be redelivered, so it commits nothing.
+            return AckResult { success: true, ..Default::default() };
+        }
         let lease = match c.live_lease(now) {
             Some(l) if offset < l.end && item.lease_id.as_ref().is_none_or(|id| *id == l.id) => l.clone(),
             _ => return AckResult::refused(ERR_LEASE),
@@ -49,9 +54,6 @@ impl State {
         let partition_name = p.name.clone();
         let c = p.cursor_mut(gid).expect("checked above");
         let mut result = AckResult { success: true, ..Default::default() };
-        if clamped.contains(&item.partition_id) {
-            return result;
-        }
         let release = match item.status {
             AckStatus::Completed => {
                 c.commit_to(offset + 1);
