@@ -55,7 +55,9 @@ impl LogIndex {
     /// on disk (it could not be read back).
     fn evict(&mut self) {
         while self.cache.len() > CACHE_ENTRIES_MAX {
-            let Some(&oldest) = self.cache.keys().next() else { return };
+            let Some(&oldest) = self.cache.keys().next() else {
+                return;
+            };
             if self.get(oldest).is_some_and(|(_, pos)| pos.is_none()) {
                 return;
             }
@@ -65,7 +67,10 @@ impl LogIndex {
 
     /// Records where an appended entry was written.
     pub fn set_pos(&mut self, index: u64, id: LogId, pos: RecordPos) {
-        if let Some(slot) = index.checked_sub(self.first).and_then(|i| self.locs.get_mut(i as usize)) {
+        if let Some(slot) = index
+            .checked_sub(self.first)
+            .and_then(|i| self.locs.get_mut(i as usize))
+        {
             if slot.0 == id {
                 slot.1 = Some(pos);
             }
@@ -97,7 +102,10 @@ impl LogIndex {
     }
 
     pub fn get(&self, index: u64) -> Option<(LogId, Option<RecordPos>)> {
-        index.checked_sub(self.first).and_then(|i| self.locs.get(i as usize)).copied()
+        index
+            .checked_sub(self.first)
+            .and_then(|i| self.locs.get(i as usize))
+            .copied()
     }
 
     pub fn cached(&self, index: u64) -> Option<&RaftEntry> {

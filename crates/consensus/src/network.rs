@@ -5,8 +5,8 @@
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
 
@@ -29,7 +29,10 @@ impl RaftNetworkFactory<TypeConfig> for NoPeers {
 
 impl NoPeer {
     fn unreachable<E: std::error::Error>(&self) -> RPCError<NodeId, BasicNode, E> {
-        let msg = format!("node {} is not reachable: this node runs without peers", self.target);
+        let msg = format!(
+            "node {} is not reachable: this node runs without peers",
+            self.target
+        );
         RPCError::Unreachable(Unreachable::new(&std::io::Error::other(msg)))
     }
 }

@@ -31,9 +31,14 @@ pub async fn serve(
     let node = Node::open(data_dir, addr.to_string()).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     node.spawn_background(stop_rx);
-    tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());
+    tracing::info!(
+        "regina serving on http://{addr} with data in {}",
+        data_dir.display()
+    );
     let app = http::router(node.clone());
-    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(app);
+    let app = tower::ServiceBuilder::new()
+        .map_request(collapse_leading_slashes)
+        .service(app);
     let served = axum::serve(listener, tower::make::Shared::new(app))
         .with_graceful_shutdown(shutdown)
         .await
@@ -58,4 +63,3 @@ fn collapse_leading_slashes(mut req: axum::extract::Request) -> axum::extract::R
     }
     req
 }
-

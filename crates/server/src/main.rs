@@ -4,17 +4,18 @@
 use regina_server::config::{Config, USAGE};
 
 fn main() {
-    let config = match Config::from_args_and_env(std::env::args().skip(1), |k| std::env::var(k).ok()) {
-        Ok(Some(c)) => c,
-        Ok(None) => {
-            print!("{USAGE}");
-            return;
-        }
-        Err(e) => {
-            eprintln!("regina: {e}");
-            std::process::exit(2);
-        }
-    };
+    let config =
+        match Config::from_args_and_env(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                print!("{USAGE}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("regina: {e}");
+                std::process::exit(2);
+            }
+        };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("REGINA_LOG")

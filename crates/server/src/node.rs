@@ -49,7 +49,11 @@ impl Node {
     pub async fn open(data_dir: &Path, http_addr: String) -> Result<Arc<Node>, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
-        let log = LogStore::open(&data_dir.join("raft"), WalOptions::default(), Arc::new(RealIo))?;
+        let log = LogStore::open(
+            &data_dir.join("raft"),
+            WalOptions::default(),
+            Arc::new(RealIo),
+        )?;
         let sm = StateMachineStore::open(data_dir)?;
         let shared = sm.shared();
         let config = RaftConfig {
@@ -63,12 +67,21 @@ impl Node {
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
-        let raft = Raft::new(NODE_ID, config, NoPeers, log.clone(), sm).await.map_err(|e| e.to_string())?;
+        let raft = Raft::new(NODE_ID, config, NoPeers, log.clone(), sm)
+            .await
+            .map_err(|e| e.to_string())?;
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
             let members = BTreeMap::from([(NODE_ID, BasicNode { addr: http_addr })]);
-            raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
+            raft.initialize(members)
+                .await
+                .map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
         }
-        let node = Arc::new(Node { raft, shared, log, last_stamp: AtomicU64::new(0) });
+        let node = Arc::new(Node {
+            raft,
+            shared,
+            log,
+            last_stamp: AtomicU64::new(0),
+        });
         node.wait_for_leader(Duration::from_secs(10)).await?;
         Ok(node)
     }
@@ -89,14 +102,19 @@ impl Node {
         res.map_err(|_| "no leader elected within 10 s".to_string())?;
         // Apply everything the log already holds before serving, so the first
         // read sees every write acknowledged before the restart.
-        self.propose(Command::Noop).await.map_err(|e| e.to_string())?;
+        self.propose(Command::Noop)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(())
     }
 
     /// The leader's clock for a new entry: wall time, never behind the last
     /// stamp (the state machine also refuses to go back).
     pub fn stamp(&self) -> u64 {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let prev = self.last_stamp.fetch_max(wall, Ordering::AcqRel);
         prev.max(wall)
     }
@@ -104,10 +122,15 @@ impl Node {
     /// Appends a command to the log and answers once it is durable and
     /// applied.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
-        let entry = Entry { now_ms: self.stamp(), command };
+        let entry = Entry {
+            now_ms: self.stamp(),
+            command,
+        };
         match self.raft.client_write(entry).await {
             Ok(resp) => Ok(resp.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                Err(ProposeError::NoLeader)
+            }
             Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
             Err(RaftError::Fatal(f)) => {
                 let why = self.log.poisoned().unwrap_or_else(|| f.to_string());
@@ -141,7 +164,10 @@ impl Node {
 
     fn needs_sweep(&self) -> bool {
         let m = self.shared.machine.read();
-        m.state.queues.values().any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
+        m.state
+            .queues
+            .values()
+            .any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
     }
 
     pub async fn shutdown(&self) {

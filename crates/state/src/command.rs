@@ -31,9 +31,13 @@ pub enum Command {
     Push(PushCmd),
     Pop(PopCmd),
     Ack(AckCmd),
-    ExtendLease { lease_id: String },
+    ExtendLease {
+        lease_id: String,
+    },
     Configure(ConfigureCmd),
-    DeleteQueue { queue: String },
+    DeleteQueue {
+        queue: String,
+    },
     /// Drops messages past their queue's retention and leases past expiry.
     Sweep,
 }
@@ -58,9 +62,15 @@ pub struct PushCmd {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PopTarget {
     /// Any partition of a queue, or one named partition.
-    Queue { queue: String, partition: Option<String> },
+    Queue {
+        queue: String,
+        partition: Option<String>,
+    },
     /// Any queue labelled with this namespace and/or task.
-    Discovery { namespace: Option<String>, task: Option<String> },
+    Discovery {
+        namespace: Option<String>,
+        task: Option<String>,
+    },
 }
 
 /// How a consumer group that meets a queue for the first time is seeded.

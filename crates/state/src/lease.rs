@@ -7,11 +7,19 @@ use crate::state::{LeaseEntry, State};
 
 impl State {
     /// Records that `lease_id` now holds (queue, partition, group).
-    pub(crate) fn lease_add_claim(&mut self, lease_id: &str, claim: (u32, u32, u32), expires_ms: u64) {
+    pub(crate) fn lease_add_claim(
+        &mut self,
+        lease_id: &str,
+        claim: (u32, u32, u32),
+        expires_ms: u64,
+    ) {
         let e = self
             .leases
             .entry(lease_id.to_string())
-            .or_insert_with(|| LeaseEntry { claims: Vec::new(), expires_ms });
+            .or_insert_with(|| LeaseEntry {
+                claims: Vec::new(),
+                expires_ms,
+            });
         e.claims.push(claim);
         if e.claims.len() == 1 {
             self.lease_expiry.insert((expires_ms, lease_id.to_string()));
@@ -32,7 +40,9 @@ impl State {
                 c.lease = None;
             }
         }
-        let Some(e) = self.leases.get_mut(lease_id) else { return };
+        let Some(e) = self.leases.get_mut(lease_id) else {
+            return;
+        };
         e.claims.retain(|x| *x != claim);
         if e.claims.is_empty() {
             let expires = e.expires_ms;
@@ -69,7 +79,9 @@ impl State {
     /// Extends every live claim of a lease by its own length.
     pub(crate) fn extend_lease(&mut self, lease_id: &str) -> ExtendResult {
         let now = self.now_ms;
-        let Some(e) = self.leases.get(lease_id) else { return ExtendResult::default() };
+        let Some(e) = self.leases.get(lease_id) else {
+            return ExtendResult::default();
+        };
         let (old_expiry, claims) = (e.expires_ms, e.claims.clone());
         let mut renewed = 0;
         let mut new_expiry = old_expiry;
@@ -90,11 +102,15 @@ impl State {
         if renewed == 0 {
             return ExtendResult::default();
         }
-        self.lease_expiry.remove(&(old_expiry, lease_id.to_string()));
+        self.lease_expiry
+            .remove(&(old_expiry, lease_id.to_string()));
         self.lease_expiry.insert((new_expiry, lease_id.to_string()));
         if let Some(e) = self.leases.get_mut(lease_id) {
             e.expires_ms = new_expiry;
         }
-        ExtendResult { renewed, expires_ms: Some(new_expiry) }
+        ExtendResult {
+            renewed,
+            expires_ms: Some(new_expiry),
+        }
     }
 }

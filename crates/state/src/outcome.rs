@@ -10,8 +10,12 @@ pub enum Outcome {
     Pop(PopResult),
     Ack(Vec<AckResult>),
     Extend(ExtendResult),
-    Configured { created: bool },
-    Deleted { existed: bool },
+    Configured {
+        created: bool,
+    },
+    Deleted {
+        existed: bool,
+    },
     /// The command was refused as a whole; the text says why.
     Refused(String),
 }
@@ -75,7 +79,11 @@ pub struct AckResult {
 
 impl AckResult {
     pub fn refused(error: &str) -> Self {
-        AckResult { success: false, error: Some(error.to_string()), ..Default::default() }
+        AckResult {
+            success: false,
+            error: Some(error.to_string()),
+            ..Default::default()
+        }
     }
 }
 

@@ -46,7 +46,12 @@ impl State {
             self.next_body_pos = pos + bytes.len() as u64;
             let offset = p.next_offset();
             let len = bytes.len() as u32;
-            p.msgs.push_back(MsgMeta { pos, len, created_ms: now, txn: hash });
+            p.msgs.push_back(MsgMeta {
+                pos,
+                len,
+                created_ms: now,
+                txn: hash,
+            });
             p.txn_index.insert(hash, offset);
             this_entry.insert((p.id, hash));
             p.last_write_ms = now;
@@ -66,7 +71,9 @@ impl State {
                 let (pid, off) = (results[i].partition_id, results[i].offset);
                 results[i].message_id = results[..i]
                     .iter()
-                    .find(|r| r.status == PushStatus::Queued && r.partition_id == pid && r.offset == off)
+                    .find(|r| {
+                        r.status == PushStatus::Queued && r.partition_id == pid && r.offset == off
+                    })
                     .and_then(|r| r.message_id);
             }
         }
@@ -82,7 +89,8 @@ impl State {
             return (q.id, i);
         }
         let idx = q.partitions.len() as u32;
-        q.partitions.push(Partition::new(next_pid, partition.to_string(), now));
+        q.partitions
+            .push(Partition::new(next_pid, partition.to_string(), now));
         q.partition_index.insert(partition.to_string(), idx);
         let qid = q.id;
         self.partition_ids.insert(next_pid, (qid, idx));

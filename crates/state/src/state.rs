@@ -48,7 +48,11 @@ pub struct Applied {
 
 impl State {
     pub fn new() -> Self {
-        State { next_partition_id: 1, next_queue_id: 1, ..Default::default() }
+        State {
+            next_partition_id: 1,
+            next_queue_id: 1,
+            ..Default::default()
+        }
     }
 
     pub fn apply(&mut self, entry: &Entry) -> Applied {
@@ -73,13 +77,22 @@ impl State {
     }
 
     pub fn queue(&self, name: &str) -> Option<&Queue> {
-        self.queue_names.get(name).and_then(|id| self.queues.get(id))
+        self.queue_names
+            .get(name)
+            .and_then(|id| self.queues.get(id))
     }
 
     /// The queue named `name`, created with `options` if it does not exist.
-    pub(crate) fn queue_or_create(&mut self, name: &str, options: QueueOptions) -> (&mut Queue, bool) {
+    pub(crate) fn queue_or_create(
+        &mut self,
+        name: &str,
+        options: QueueOptions,
+    ) -> (&mut Queue, bool) {
         if let Some(id) = self.queue_names.get(name).copied() {
-            return (self.queues.get_mut(&id).expect("queue index is consistent"), false);
+            return (
+                self.queues.get_mut(&id).expect("queue index is consistent"),
+                false,
+            );
         }
         let id = self.next_queue_id;
         self.next_queue_id += 1;
@@ -106,7 +119,10 @@ impl State {
     /// and after recovery.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (name, id) in &self.queue_names {
-            let q = self.queues.get(id).ok_or(format!("queue {name} indexed but missing"))?;
+            let q = self
+                .queues
+                .get(id)
+                .ok_or(format!("queue {name} indexed but missing"))?;
             for (i, p) in q.partitions.iter().enumerate() {
                 if self.partition_ids.get(&p.id) != Some(&(*id, i as u32)) {
                     return Err(format!("partition {} of {name} not indexed", p.id));
@@ -116,7 +132,10 @@ impl State {
                         return Err(format!("cursor past the end in partition {}", p.id));
                     }
                     if let Some(l) = &c.lease {
-                        if l.start < c.next.min(l.start) || l.end > p.next_offset() || l.start > l.end {
+                        if l.start < c.next.min(l.start)
+                            || l.end > p.next_offset()
+                            || l.start > l.end
+                        {
                             return Err(format!("lease range broken in partition {}", p.id));
                         }
                     }

@@ -74,7 +74,8 @@ impl BodyStore {
             ));
         }
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        fs::create_dir_all(&dir)
+            .map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
         Ok(BodyStore {
             dir,
             segment_bytes,
@@ -111,7 +112,9 @@ impl BodyStore {
         let (dirty, dir_dirty) = {
             let mut handles = self.handles.lock();
             if let Some(reason) = &handles.sync_failure {
-                return Err(io::Error::other(format!("an earlier body fsync failed: {reason}")));
+                return Err(io::Error::other(format!(
+                    "an earlier body fsync failed: {reason}"
+                )));
             }
             let dirty = std::mem::take(&mut handles.dirty);
             (dirty, std::mem::replace(&mut handles.dir_dirty, false))
@@ -178,7 +181,10 @@ impl BodyStore {
     /// a segment boundary.
     fn locate(&self, pos: u64, len: u64) -> io::Result<(u64, u64)> {
         let (segment, offset) = (pos / self.segment_bytes, pos % self.segment_bytes);
-        if offset.checked_add(len).is_none_or(|end| end > self.segment_bytes) {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.segment_bytes)
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -265,7 +271,11 @@ impl Handles {
 
     fn evict_beyond(&mut self, limit: usize) {
         while self.open.len() > limit {
-            let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(s, _)| *s);
+            let oldest = self
+                .open
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(s, _)| *s);
             match oldest {
                 Some(segment) => self.open.remove(&segment),
                 None => return,

@@ -33,7 +33,8 @@ impl SnapshotStore {
     /// Opens (or creates) `dir` and deletes leftover temporary files.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<SnapshotStore> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        fs::create_dir_all(&dir)
+            .map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
         let store = SnapshotStore { dir };
         for name in store.names_with(TEMP_SUFFIX)? {
             let path = store.dir.join(&name);
@@ -50,7 +51,8 @@ impl SnapshotStore {
         let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
         let path = self.dir.join(&name);
         let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
-        write_file(&temp, &encode(meta, data)?).map_err(|e| io_context(ctx("writing", &temp), e))?;
+        write_file(&temp, &encode(meta, data)?)
+            .map_err(|e| io_context(ctx("writing", &temp), e))?;
         fs::rename(&temp, &path).map_err(|e| io_context(ctx("renaming", &temp), e))?;
         self.sync_dir()?;
         for old in self.names_with(SNAP_SUFFIX)? {
@@ -70,8 +72,8 @@ impl SnapshotStore {
         names.sort_unstable_by(|a, b| b.cmp(a));
         for name in names {
             let path = self.dir.join(&name);
-            let bytes =
-                fs::read(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
+            let bytes = fs::read(&path)
+                .map_err(|e| io_context(format!("reading {}", path.display()), e))?;
             match decode(&bytes) {
                 Ok(snapshot) => return Ok(Some(snapshot)),
                 Err(reason) => {
@@ -126,9 +128,8 @@ fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
-    let meta_len = u32::try_from(meta.len()).map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, "snapshot meta exceeds 4 GiB")
-    })?;
+    let meta_len = u32::try_from(meta.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "snapshot meta exceeds 4 GiB"))?;
     let mut out = Vec::with_capacity(4 + 4 + 4 + meta.len() + 8 + data.len() + 4);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -151,7 +152,9 @@ fn decode(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
     let stored = u32::from_le_bytes(stored.try_into().map_err(|_| "short checksum")?);
     let computed = crc32c::crc32c(body);
     if stored != computed {
-        return Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})"));
+        return Err(format!(
+            "checksum mismatch (stored {stored:08x}, computed {computed:08x})"
+        ));
     }
     let mut cursor = Cursor { bytes: body };
     if cursor.take(4)? != MAGIC {
@@ -179,7 +182,10 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if n > self.bytes.len() {
-            return Err(format!("truncated: wanted {n} bytes, {} left", self.bytes.len()));
+            return Err(format!(
+                "truncated: wanted {n} bytes, {} left",
+                self.bytes.len()
+            ));
         }
         let (head, rest) = self.bytes.split_at(n);
         self.bytes = rest;
@@ -200,7 +206,10 @@ mod tests {
     fn encode_decode_round_trip() -> io::Result<()> {
         let bytes = encode(b"meta", b"data data")?;
         assert_eq!(&bytes[..4], MAGIC);
-        assert_eq!(decode(&bytes), Ok((b"meta".to_vec(), b"data data".to_vec())));
+        assert_eq!(
+            decode(&bytes),
+            Ok((b"meta".to_vec(), b"data data".to_vec()))
+        );
         Ok(())
     }
 

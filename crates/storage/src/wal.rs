@@ -3,11 +3,13 @@
 //!
 //! * `frame`: the on-disk record format.
 //! * `segment`: segment files (naming, preallocation, reading one record).
+//! * `open`: opening the directory and starting the threads.
 //! * `recovery`: scanning segments at open and cutting a torn tail.
 //! * `writer`: the thread that batches appends and fsyncs them.
 //! * `preparer`: the thread that zero-fills the next segment ahead of time.
 
 mod frame;
+mod open;
 mod preparer;
 mod recovery;
 mod segment;
@@ -26,8 +28,6 @@ use crate::error::WalError;
 use crate::io::Io;
 pub use frame::HEADER_LEN;
 pub use recovery::{scan_segment, Damage, SegmentScan};
-use preparer::Preparer;
-use writer::{Active, Spare, Writer};
 
 /// Where a record starts: its segment's sequence number and the byte offset
 /// of its header in that segment.
@@ -126,110 +126,6 @@ pub struct Wal {
 }
 
 impl Wal {
-    /// Opens (or creates) the log in `dir`, recovers it and starts its
-    /// writer. Returns every surviving record in log order.
-    ///
-    /// A torn tail in the last segment holding records is cut and zeroed.
-    /// Damage anywhere before that is reported as [`WalError::Corrupt`].
-    #[allow(clippy::type_complexity)]
-    pub fn open(
-        dir: impl AsRef<Path>,
-        options: WalOptions,
-        io: Arc<dyn Io>,
-    ) -> Result<(Wal, Vec<(RecordPos, Vec<u8>)>), WalError> {
-        options.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        prepare_dir(&dir, options.segment_bytes)?;
-        let recovered = recovery::recover(&dir)?;
-        let mut segments = recovered.segments.into_iter();
-        let mut readable = BTreeMap::new();
-        let mut active = None;
-        for found in segments.by_ref().take(recovered.active + 1) {
-            let file = Arc::new(found.file);
-            readable.insert(found.seq, Arc::clone(&file));
-            active = Some(Active {
-                seq: found.seq,
-                file,
-                len: found.len,
-                offset: recovered.active_offset,
-            });
-        }
-        let active = active.ok_or_else(|| {
-            WalError::io(
-                format!("recovering {}", dir.display()),
-                std::io::Error::other("no wal segment found after creating one"),
-            )
-        })?;
-        let spares: VecDeque<Spare> = segments
-            .map(|f| Spare {
-                seq: f.seq,
-                file: f.file,
-                len: f.len,
-            })
-            .collect();
-        let next_seq = spares.back().map_or(active.seq, |s| s.seq) + 1;
-        let shared = Arc::new(Shared {
-            io,
-            options,
-            queue: Mutex::new(Queue {
-                pending: VecDeque::new(),
-                shutdown: false,
-            }),
-            wake: Condvar::new(),
-            poison: OnceLock::new(),
-            bytes_written: AtomicU64::new(0),
-            current_segment: AtomicU64::new(active.seq),
-            segments: RwLock::new(readable),
-        });
-        let wal = Wal::start(dir, shared, active, spares, next_seq)?;
-        Ok((wal, recovered.records))
-    }
-
-    fn start(
-        dir: PathBuf,
-        shared: Arc<Shared>,
-        active: Active,
-        spares: VecDeque<Spare>,
-        next_seq: u64,
-    ) -> Result<Wal, WalError> {
-        let (tx, rx) = mpsc::sync_channel(0);
-        let preparer_stop = Arc::new(AtomicBool::new(false));
-        let preparer = Preparer {
-            dir: dir.clone(),
-            spares,
-            next_seq,
-            segment_bytes: shared.options.segment_bytes,
-            stop: Arc::clone(&preparer_stop),
-            out: tx,
-        };
-        let writer = Writer {
-            shared: Arc::clone(&shared),
-            active,
-            prepared: rx,
-        };
-        let spawn_err = |e| WalError::io("starting a wal thread", e);
-        // The writer goes first: if spawning it fails, the preparer (which
-        // only exits once the writer drops its receiver) never starts.
-        let writer = std::thread::Builder::new()
-            .name("regina-wal-writer".into())
-            .spawn(move || writer.run())
-            .map_err(spawn_err)?;
-        let mut wal = Wal {
-            dir,
-            shared,
-            writer: Some(writer),
-            preparer: None,
-            preparer_stop,
-        };
-        // On failure `wal` drops here and shuts the writer down cleanly.
-        let preparer = std::thread::Builder::new()
-            .name("regina-wal-prepare".into())
-            .spawn(move || preparer.run())
-            .map_err(spawn_err)?;
-        wal.preparer = Some(preparer);
-        Ok(wal)
-    }
-
     /// Queues `records` to be appended in order and returns at once.
     ///
     /// `done` is called exactly once: with the records' positions after they
@@ -262,6 +158,9 @@ impl Wal {
     }
 
     /// [`Wal::append`], blocking until the records are durable.
+    ///
+    /// Never call this from an append completion: those run on the writer
+    /// thread, which would then wait for itself.
     pub fn append_sync(&self, records: Vec<Vec<u8>>) -> Result<Vec<RecordPos>, WalError> {
         let (tx, rx) = mpsc::channel();
         self.append(
@@ -332,27 +231,6 @@ impl Wal {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
-}
-
-/// Creates `dir` if needed, clears half-prepared segments and makes sure
-/// there is at least one segment to recover.
-fn prepare_dir(dir: &Path, segment_bytes: u64) -> Result<(), WalError> {
-    let ctx = |what: &str| format!("{what} {}", dir.display());
-    std::fs::create_dir_all(dir).map_err(|e| WalError::io(ctx("creating"), e))?;
-    segment::remove_temp_files(dir).map_err(|e| WalError::io(ctx("cleaning"), e))?;
-    let existing = segment::list(dir).map_err(|e| WalError::io(ctx("listing"), e))?;
-    if existing.is_empty() {
-        let never = AtomicBool::new(false);
-        segment::create(dir, 0, segment_bytes, &never)
-            .map_err(|e| WalError::io(ctx("creating the first segment in"), e))?;
-        // The directory itself may be new; make its entry durable too.
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        segment::sync_dir(parent).map_err(|e| WalError::io(ctx("syncing the parent of"), e))?;
-    }
-    Ok(())
 }
 
 impl Drop for Wal {

@@ -40,7 +40,9 @@ fn poison_with(
     let failed = records(2, 3);
     let (tx, rx) = mpsc::channel();
     wal.append(failed.clone(), Box::new(move |r| drop(tx.send(r))));
-    let result = rx.recv_timeout(Duration::from_secs(60)).expect("completion");
+    let result = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("completion");
     let reason = poisoned_reason(result);
     assert!(reason.contains(expected_text), "{reason}");
     assert_eq!(wal.poisoned().as_deref(), Some(reason.as_str()));

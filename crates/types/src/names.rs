@@ -90,7 +90,10 @@ mod tests {
     fn names_are_checked() {
         assert!(validate_name(NameKind::Queue, "orders").is_ok());
         assert!(validate_name(NameKind::Queue, "émojis ✓ and spaces").is_ok());
-        assert_eq!(validate_name(NameKind::Queue, ""), Err(NameError::Empty(NameKind::Queue)));
+        assert_eq!(
+            validate_name(NameKind::Queue, ""),
+            Err(NameError::Empty(NameKind::Queue))
+        );
         assert!(matches!(
             validate_name(NameKind::Partition, "a\nb"),
             Err(NameError::ControlCharacter(NameKind::Partition))

@@ -143,7 +143,10 @@ mod tests {
         let base = parse_iso("2024-03-01T10:00:00Z").unwrap();
         assert_eq!(parse_iso("2024-03-01T12:00:00+02:00"), Some(base));
         assert_eq!(parse_iso("2024-03-01T09:30:00.5-00:30"), Some(base + 500));
-        assert_eq!(parse_iso("2024-03-01T10:00:00.123456789Z"), Some(base + 123));
+        assert_eq!(
+            parse_iso("2024-03-01T10:00:00.123456789Z"),
+            Some(base + 123)
+        );
         assert_eq!(parse_iso("2024-03-01"), parse_iso("2024-03-01T00:00:00Z"));
         assert_eq!(parse_iso("garbage"), None);
         assert_eq!(parse_iso("2024-13-01T00:00:00Z"), None);

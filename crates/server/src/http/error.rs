@@ -16,27 +16,51 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::BAD_REQUEST, code: "bad_request", message: message.into() }
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_request",
+            message: message.into(),
+        }
     }
 
     pub fn bad_body(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::BAD_REQUEST, code: "bad_body", message: message.into() }
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_body",
+            message: message.into(),
+        }
     }
 
     pub fn too_large(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "too_large", message: message.into() }
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "too_large",
+            message: message.into(),
+        }
     }
 
     pub fn name_too_long(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "name_too_long", message: message.into() }
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "name_too_long",
+            message: message.into(),
+        }
     }
 
     pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::NOT_FOUND, code, message: message.into() }
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, code: "internal", message: message.into() }
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            code: "internal",
+            message: message.into(),
+        }
     }
 
     /// A name failed its rules: too long is 413, anything else 400.
@@ -56,7 +80,11 @@ impl From<ProposeError> for ApiError {
             ProposeError::Storage(_) => "storage_failed",
             ProposeError::Unknown(_) => "outcome_unknown",
         };
-        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, code, message: e.to_string() }
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code,
+            message: e.to_string(),
+        }
     }
 }
 
@@ -65,7 +93,8 @@ impl IntoResponse for ApiError {
         let body = json!({ "error": self.message, "code": self.code });
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
+            resp.headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp
     }

@@ -29,12 +29,18 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop", get(pop::pop_discovery))
         .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
-        .route("/api/v1/pop/queue/{queue}/partition/{partition}", get(pop::pop_partition))
+        .route(
+            "/api/v1/pop/queue/{queue}/partition/{partition}",
+            get(pop::pop_partition),
+        )
         .route("/api/v1/ack", post(ack::ack_one))
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/lease/{lease_id}/extend", post(ack::extend_lease))
         .route("/api/v1/configure", post(queues::configure))
-        .route("/api/v1/resources/queues/{queue}", delete(queues::delete_queue))
+        .route(
+            "/api/v1/resources/queues/{queue}",
+            delete(queues::delete_queue),
+        )
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))

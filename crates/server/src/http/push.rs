@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use regina_state::command::{PushCmd, PushItem};
 use regina_state::outcome::PushStatus;
@@ -43,7 +43,10 @@ struct ItemBody<'a> {
     trace_id: Option<serde_json::Value>,
 }
 
-pub async fn push(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+pub async fn push(
+    State(node): State<Arc<Node>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
     let parsed: PushBody = json_body(&bytes, false)?;
     if parsed.items.is_empty() {
@@ -55,8 +58,16 @@ pub async fn push(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReject
             parsed.items.len()
         )));
     }
-    let items = parsed.items.iter().enumerate().map(|(i, it)| to_item(i, it)).collect::<ApiResult<Vec<_>>>()?;
-    let names: Vec<(String, String)> = items.iter().map(|i| (i.queue.clone(), i.transaction_id.clone())).collect();
+    let items = parsed
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| to_item(i, it))
+        .collect::<ApiResult<Vec<_>>>()?;
+    let names: Vec<(String, String)> = items
+        .iter()
+        .map(|i| (i.queue.clone(), i.transaction_id.clone()))
+        .collect();
     let outcome = node.propose(Command::Push(PushCmd { items })).await?;
     let Outcome::Push(results) = outcome else {
         return Err(ApiError::internal(format!("push answered {outcome:?}")));
@@ -83,18 +94,28 @@ pub async fn push(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReject
 
 /// The id of an already stored message, read from its body.
 fn original_id(node: &Node, pos: u64, len: u32) -> ApiResult<[u8; 16]> {
-    let bytes = node.shared.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a body: {e}")))?;
-    BodyRecord::decode(&bytes).map(|b| b.id).ok_or_else(|| ApiError::internal("a stored body is unreadable"))
+    let bytes = node
+        .shared
+        .read_body(pos, len)
+        .map_err(|e| ApiError::internal(format!("reading a body: {e}")))?;
+    BodyRecord::decode(&bytes)
+        .map(|b| b.id)
+        .ok_or_else(|| ApiError::internal("a stored body is unreadable"))
 }
 
 fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
     let at = |e: String| format!("items[{i}]: {e}");
-    validate_name(NameKind::Queue, &it.queue).map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+    validate_name(NameKind::Queue, &it.queue).map_err(|e| ApiError {
+        message: at(e.to_string()),
+        ..ApiError::from_name(e)
+    })?;
     let partition = match it.partition.as_deref() {
         None | Some("") => DEFAULT_PARTITION.to_string(),
         Some(p) => {
-            validate_name(NameKind::Partition, p)
-                .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+            validate_name(NameKind::Partition, p).map_err(|e| ApiError {
+                message: at(e.to_string()),
+                ..ApiError::from_name(e)
+            })?;
             p.to_string()
         }
     };
@@ -108,7 +129,10 @@ fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
         }
         Some(t) => t.to_string(),
     };
-    let payload = it.payload.map(|p| p.get().as_bytes().to_vec()).unwrap_or_else(|| b"null".to_vec());
+    let payload = it
+        .payload
+        .map(|p| p.get().as_bytes().to_vec())
+        .unwrap_or_else(|| b"null".to_vec());
     if payload.len() > PAYLOAD_BYTES_MAX {
         return Err(ApiError::too_large(at(format!(
             "payload is {} bytes; the limit is {PAYLOAD_BYTES_MAX}",

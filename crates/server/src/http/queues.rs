@@ -18,7 +18,10 @@ use super::error::{ApiError, ApiResult};
 use super::input::{body_bytes, json_body};
 use crate::node::Node;
 
-pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+pub async fn configure(
+    State(node): State<Arc<Node>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
     let b: Map<String, Value> = json_body(&bytes, false)?;
     let queue = match b.get("queue") {
@@ -27,26 +30,56 @@ pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesR
         None => return Err(ApiError::bad_request("queue is required")),
     };
     validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
-    let namespace = label(&b, "namespace", NameKind::Namespace)?;
-    let task = label(&b, "task", NameKind::Task)?;
+    // Labels may come at the top level or inside `options`; the top level wins.
+    let inner = match b.get("options") {
+        Some(Value::Object(o)) => Some(o),
+        _ => None,
+    };
+    let namespace = match label(&b, "namespace", NameKind::Namespace)? {
+        Some(v) => Some(v),
+        None => inner
+            .map(|o| label(o, "namespace", NameKind::Namespace))
+            .transpose()?
+            .flatten(),
+    };
+    let task = match label(&b, "task", NameKind::Task)? {
+        Some(v) => Some(v),
+        None => inner
+            .map(|o| label(o, "task", NameKind::Task))
+            .transpose()?
+            .flatten(),
+    };
     let replace = match b.get("mode") {
         None | Some(Value::Null) => false,
         Some(Value::String(m)) if m == "merge" => false,
         Some(Value::String(m)) if m == "replace" => true,
-        Some(_) => return Err(ApiError::bad_request("mode must be \"merge\" or \"replace\"")),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "mode must be \"merge\" or \"replace\"",
+            ))
+        }
     };
     let options = match b.get("options") {
         None | Some(Value::Null) => OptionsPatch::default(),
         Some(Value::Object(o)) => patch(o)?,
         Some(_) => return Err(ApiError::bad_request("options must be an object")),
     };
-    let cmd = ConfigureCmd { queue: queue.clone(), namespace, task, options, replace };
+    let cmd = ConfigureCmd {
+        queue: queue.clone(),
+        namespace,
+        task,
+        options,
+        replace,
+    };
     match node.propose(Command::Configure(cmd)).await? {
         Outcome::Configured { .. } => {}
         other => return Err(ApiError::internal(format!("configure answered {other:?}"))),
     }
     let m = node.shared.machine.read();
-    let q = m.state.queue(&queue).ok_or_else(|| ApiError::internal("configured queue vanished"))?;
+    let q = m
+        .state
+        .queue(&queue)
+        .ok_or_else(|| ApiError::internal("configured queue vanished"))?;
     let opts = options_json(&q.options);
     let mut body = json!({
         "configured": true,
@@ -72,7 +105,9 @@ fn label(b: &Map<String, Value>, key: &str, kind: NameKind) -> ApiResult<Option<
             validate_name(kind, s).map_err(ApiError::from_name)?;
             Ok(Some(Some(s.clone())))
         }
-        Some(_) => Err(ApiError::bad_request(format!("{key} must be a string or null"))),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "{key} must be a string or null"
+        ))),
     }
 }
 
@@ -86,7 +121,9 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
             Some(Value::Null) => Ok(Some(default)),
             Some(v) => match v.as_u64() {
                 Some(n) if n >= min && n <= max => Ok(Some(n)),
-                _ => Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}"))),
+                _ => Err(ApiError::bad_request(format!(
+                    "options.{key} must be an integer from {min} to {max}, not {v}"
+                ))),
             },
         }
     };
@@ -95,19 +132,29 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
             None => Ok(None),
             Some(Value::Null) => Ok(Some(default)),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(ApiError::bad_request(format!("options.{key} must be true or false, not {v}"))),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "options.{key} must be true or false, not {v}"
+            ))),
         }
     };
     let priority = match o.get("priority") {
         None => None,
         Some(Value::Null) => Some(0),
         Some(v) => Some(v.as_i64().filter(|p| p.abs() <= 1_000_000).ok_or_else(|| {
-            ApiError::bad_request(format!("options.priority must be an integer from -1000000 to 1000000, not {v}"))
+            ApiError::bad_request(format!(
+                "options.priority must be an integer from -1000000 to 1000000, not {v}"
+            ))
         })?),
     };
     Ok(OptionsPatch {
         lease_time: int("leaseTime", 1, LEASE_SECONDS_MAX, d.lease_time)?,
-        retry_limit: int("retryLimit", 0, RETRY_LIMIT_MAX as u64, d.retry_limit as u64)?.map(|v| v as u32),
+        retry_limit: int(
+            "retryLimit",
+            0,
+            RETRY_LIMIT_MAX as u64,
+            d.retry_limit as u64,
+        )?
+        .map(|v| v as u32),
         priority,
         delayed_processing: int("delayedProcessing", 0, DURATION_SECONDS_MAX, 0)?,
         window_buffer: int("windowBuffer", 0, DURATION_SECONDS_MAX, 0)?,
@@ -117,7 +164,12 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
         retention_enabled: flag("retentionEnabled", false)?,
         encryption_enabled: flag("encryptionEnabled", false)?,
         dlq_after_max_retries: flag("dlqAfterMaxRetries", true)?,
-        dedup_window_seconds: int("dedupWindowSeconds", 0, DURATION_SECONDS_MAX, d.dedup_window_seconds)?,
+        dedup_window_seconds: int(
+            "dedupWindowSeconds",
+            0,
+            DURATION_SECONDS_MAX,
+            d.dedup_window_seconds,
+        )?,
     })
 }
 
@@ -138,11 +190,22 @@ pub fn options_json(o: &QueueOptions) -> Value {
     })
 }
 
-pub async fn delete_queue(State(node): State<Arc<Node>>, Path(queue): Path<String>) -> ApiResult<Response> {
+pub async fn delete_queue(
+    State(node): State<Arc<Node>>,
+    Path(queue): Path<String>,
+) -> ApiResult<Response> {
     validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
-    let existed = match node.propose(Command::DeleteQueue { queue: queue.clone() }).await? {
+    let existed = match node
+        .propose(Command::DeleteQueue {
+            queue: queue.clone(),
+        })
+        .await?
+    {
         Outcome::Deleted { existed } => existed,
         other => return Err(ApiError::internal(format!("delete answered {other:?}"))),
     };
-    Ok(axum::Json(json!({ "deleted": existed, "existed": existed, "queue": queue })).into_response())
+    Ok(
+        axum::Json(json!({ "deleted": existed, "existed": existed, "queue": queue }))
+            .into_response(),
+    )
 }

@@ -141,7 +141,8 @@ struct Scanned {
 ///
 /// `dir` must contain at least one segment.
 pub fn recover(dir: &Path) -> Result<Recovered, WalError> {
-    let listed = segment::list(dir).map_err(|e| WalError::io(format!("listing {}", dir.display()), e))?;
+    let listed =
+        segment::list(dir).map_err(|e| WalError::io(format!("listing {}", dir.display()), e))?;
     let mut scanned = Vec::with_capacity(listed.len());
     for (seq, path) in listed {
         scanned.push(scan_file(seq, &path)?);
@@ -165,11 +166,15 @@ pub fn recover(dir: &Path) -> Result<Recovered, WalError> {
     let mut segments = Vec::with_capacity(scanned.len());
     for s in scanned {
         let seq = s.found.seq;
-        records.extend(
-            s.records
-                .into_iter()
-                .map(|(offset, payload)| (RecordPos { segment: seq, offset }, payload)),
-        );
+        records.extend(s.records.into_iter().map(|(offset, payload)| {
+            (
+                RecordPos {
+                    segment: seq,
+                    offset,
+                },
+                payload,
+            )
+        }));
         segments.push(s.found);
     }
     Ok(Recovered {
@@ -184,7 +189,8 @@ fn scan_file(seq: u64, path: &Path) -> Result<Scanned, WalError> {
     let context = || format!("reading wal segment {}", path.display());
     let mut file = segment::open_existing(path).map_err(|e| WalError::io(context(), e))?;
     let mut buf = Vec::new();
-    file.read_to_end(&mut buf).map_err(|e| WalError::io(context(), e))?;
+    file.read_to_end(&mut buf)
+        .map_err(|e| WalError::io(context(), e))?;
     let scan = scan_segment(&buf);
     let records = scan
         .records
@@ -220,7 +226,10 @@ fn zero_leftovers(s: &Scanned) -> Result<(), WalError> {
         );
     }
     segment::zero_and_sync(&s.found.file, s.end, s.dirty_until).map_err(|e| {
-        WalError::io(format!("zeroing the tail of wal segment {}", s.found.seq), e)
+        WalError::io(
+            format!("zeroing the tail of wal segment {}", s.found.seq),
+            e,
+        )
     })
 }
 

@@ -123,7 +123,10 @@ impl Writer {
         let name = segment::file_name(self.active.seq);
         let io = &self.shared.io;
         io.write_at(&self.active.file, buf, at).map_err(|e| {
-            format!("writing {} bytes at offset {at} of wal segment {name} failed: {e}", buf.len())
+            format!(
+                "writing {} bytes at offset {at} of wal segment {name} failed: {e}",
+                buf.len()
+            )
         })?;
         io.sync_data(&self.active.file)
             .map_err(|e| format!("fdatasync of wal segment {name} failed: {e}"))?;
@@ -149,8 +152,13 @@ impl Writer {
             next.len = need;
         }
         let file = Arc::new(next.file);
-        self.shared.segments.write().insert(next.seq, Arc::clone(&file));
-        self.shared.current_segment.store(next.seq, Ordering::SeqCst);
+        self.shared
+            .segments
+            .write()
+            .insert(next.seq, Arc::clone(&file));
+        self.shared
+            .current_segment
+            .store(next.seq, Ordering::SeqCst);
         self.active = Active {
             seq: next.seq,
             file,

@@ -13,7 +13,10 @@ pub type Recovered = Vec<(RecordPos, Vec<u8>)>;
 pub fn fast_tempdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
-        if let Ok(dir) = tempfile::Builder::new().prefix("regina-wal-").tempdir_in(shm) {
+        if let Ok(dir) = tempfile::Builder::new()
+            .prefix("regina-wal-")
+            .tempdir_in(shm)
+        {
             return dir;
         }
     }
@@ -32,7 +35,10 @@ pub fn open(dir: &Path, options: WalOptions) -> (Wal, Recovered) {
 }
 
 pub fn payloads(recovered: &Recovered) -> Vec<Vec<u8>> {
-    recovered.iter().map(|(_, payload)| payload.clone()).collect()
+    recovered
+        .iter()
+        .map(|(_, payload)| payload.clone())
+        .collect()
 }
 
 pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
@@ -42,7 +48,12 @@ pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
 pub fn wal_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("list the wal directory")
-        .map(|e| e.expect("directory entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|n| n.ends_with(".wal"))
         .collect();
     names.sort();
