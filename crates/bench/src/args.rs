@@ -1,0 +1,51 @@
+//! Command-line settings of a run.
+
+pub const USAGE: &str = "usage: regina-bench <push|fill|wait-ready> [--url U] [--seconds S] [--producers P] \
+[--batch B] [--payload BYTES] [--partitions N] [--messages N] [--queue NAME]";
+
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub scenario: String,
+    pub url: String,
+    pub seconds: f64,
+    pub producers: usize,
+    pub batch: usize,
+    pub payload: usize,
+    pub partitions: usize,
+    pub messages: u64,
+    pub queue: String,
+}
+
+impl Args {
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+        let mut a = Args {
+            scenario: String::new(),
+            url: "http://127.0.0.1:6632".into(),
+            seconds: 10.0,
+            producers: 8,
+            batch: 100,
+            payload: 256,
+            partitions: 1000,
+            messages: 1_000_000,
+            queue: "bench".into(),
+        };
+        let mut it = args.into_iter();
+        a.scenario = it.next().ok_or("a scenario is required")?;
+        while let Some(flag) = it.next() {
+            let v = it.next().ok_or(format!("{flag} needs a value"))?;
+            let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{flag}: {v:?} is not a number"));
+            match flag.as_str() {
+                "--url" => a.url = v.trim_end_matches('/').to_string(),
+                "--seconds" => a.seconds = num(&v)?,
+                "--producers" => a.producers = num(&v)?.max(1.0) as usize,
+                "--batch" => a.batch = num(&v)?.max(1.0) as usize,
+                "--payload" => a.payload = num(&v)? as usize,
+                "--partitions" => a.partitions = num(&v)?.max(1.0) as usize,
+                "--messages" => a.messages = num(&v)? as u64,
+                "--queue" => a.queue = v,
+                other => return Err(format!("unknown flag {other}")),
+            }
+        }
+        Ok(a)
+    }
+}

@@ -1,0 +1,139 @@
+//! The scenarios. Each returns a JSON report.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::args::Args;
+use crate::stats::Samples;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("an HTTP client")
+}
+
+fn batch_body(a: &Args, producer: usize, seq: &mut u64, payload: &str) -> String {
+    let items: Vec<Value> = (0..a.batch)
+        .map(|_| {
+            *seq += 1;
+            let part = (*seq as usize * 7919 + producer) % a.partitions;
+            json!({
+                "queue": a.queue,
+                "partition": format!("p{part}"),
+                "transactionId": format!("b{producer}-{seq}"),
+                "payload": {"d": payload},
+            })
+        })
+        .collect();
+    json!({ "items": items }).to_string()
+}
+
+/// Closed-loop push: each producer sends its next batch when the last one
+/// is answered.
+pub async fn push(a: &Args) -> Result<Value, String> {
+    let http = client();
+    let payload = "x".repeat(a.payload.saturating_sub(10));
+    let sent = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..a.producers {
+        let (http, a, payload, sent) = (http.clone(), a.clone(), payload.clone(), sent.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Samples::default();
+            let mut seq = 0u64;
+            let url = format!("{}/api/v1/push", a.url);
+            while Instant::now() < deadline {
+                let body = batch_body(&a, p, &mut seq, &payload);
+                let t = Instant::now();
+                let resp = http.post(&url).header("content-type", "application/json").body(body).send().await;
+                match resp {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                        samples.record(t.elapsed().as_micros() as u64);
+                        sent.fetch_add(a.batch as u64, Ordering::Relaxed);
+                    }
+                    Ok(r) => return Err(format!("push answered {}", r.status())),
+                    Err(e) => return Err(format!("push failed: {e}")),
+                }
+            }
+            Ok(samples)
+        }));
+    }
+    let mut all = Samples::default();
+    for t in tasks {
+        all.merge(t.await.map_err(|e| e.to_string())??);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let msgs = sent.load(Ordering::Relaxed);
+    Ok(json!({
+        "scenario": "push",
+        "producers": a.producers, "batch": a.batch, "payloadBytes": a.payload, "partitions": a.partitions,
+        "seconds": secs,
+        "messages": msgs,
+        "messagesPerSecond": msgs as f64 / secs,
+        "requests": all.len(),
+        "latencyMs": {"p50": all.quantile_ms(0.5), "p99": all.quantile_ms(0.99), "p999": all.quantile_ms(0.999)},
+    }))
+}
+
+/// Pushes `--messages` messages across `--partitions` partitions.
+pub async fn fill(a: &Args) -> Result<Value, String> {
+    let http = client();
+    let payload = "x".repeat(a.payload.saturating_sub(10));
+    let total_batches = a.messages.div_ceil(a.batch as u64);
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..a.producers {
+        let (http, a, payload, next) = (http.clone(), a.clone(), payload.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let url = format!("{}/api/v1/push", a.url);
+            let mut seq = 0u64;
+            while next.fetch_add(1, Ordering::Relaxed) < total_batches {
+                let body = batch_body(&a, p, &mut seq, &payload);
+                let r = http.post(&url).header("content-type", "application/json").body(body).send().await;
+                match r {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                    }
+                    Ok(r) => return Err(format!("push answered {}", r.status())),
+                    Err(e) => return Err(format!("push failed: {e}")),
+                }
+            }
+            Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "scenario": "fill", "messages": total_batches * a.batch as u64, "partitions": a.partitions,
+        "seconds": secs, "messagesPerSecond": (total_batches * a.batch as u64) as f64 / secs,
+    }))
+}
+
+/// Polls until a pop is answered; reports the time it took.
+pub async fn wait_ready(a: &Args) -> Result<Value, String> {
+    let http = client();
+    let started = Instant::now();
+    let url = format!("{}/api/v1/pop/queue/{}?wait=false&batch=1&autoAck=true", a.url, a.queue);
+    let deadline = started + Duration::from_secs_f64(a.seconds);
+    while Instant::now() < deadline {
+        if let Ok(r) = http.get(&url).send().await {
+            if r.status().is_success() {
+                let body: Value = r.json().await.map_err(|e| e.to_string())?;
+                let got = body["messages"].as_array().map_or(0, |m| m.len());
+                return Ok(json!({
+                    "scenario": "wait-ready",
+                    "secondsUntilServing": started.elapsed().as_secs_f64(),
+                    "messagesInFirstPop": got,
+                }));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Err(format!("not serving after {} s", a.seconds))
+}
