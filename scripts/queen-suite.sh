@@ -7,8 +7,8 @@
 #   QUEEN_TEST_URL set   -> run against that broker
 #   QUEEN_TEST_URL unset -> start target/release/regina (built if needed) on
 #                           a free port with a temporary data directory
-#   QUEEN_SUITE_SKIP     -> space-separated test names to skip (each listed
-#                           in the output, never counted as passed)
+#   QUEEN_SUITE_SKIP     -> space-separated exact test names to skip (each
+#                           listed in the output, never counted as passed)
 set -euo pipefail
 
 QUEEN_MQ_VERSION="2.7.0"
@@ -75,6 +75,6 @@ done
 status=0
 for suite in "${suites[@]}"; do
   echo "queen-suite: running $suite against $QUEEN_TEST_URL"
-  (cd "$crate" && CARGO_TARGET_DIR="$work/target" cargo test --locked --test "$suite" -- "${skip_args[@]}") || status=1
+  (cd "$crate" && CARGO_TARGET_DIR="$work/target" cargo test --locked --test "$suite" -- --exact "${skip_args[@]}") || status=1
 done
 exit $status

@@ -13,7 +13,4 @@ fi
 cargo build --workspace --all-targets --locked
 cargo nextest run --workspace --locked --no-fail-fast
 
-# Tests of the client suite that need routes Regina does not serve yet are
-# listed here by name; they are reported as skipped, never as passed.
-export QUEEN_SUITE_SKIP="${QUEEN_SUITE_SKIP:-a_three_stage_handoff_carries_a_message_end_to_end}"
 scripts/queen-suite.sh core

@@ -3,90 +3,141 @@
 //! back from its offset and clamps the rest of that partition's items in
 //! the same call (they are redelivered, never lost); `dlq` files the message
 //! to the dead-letter list at once.
+//!
+//! Acks are judged in two steps. [`State::plan_acks`] works on copies of the
+//! cursors it touches and changes nothing; [`State::commit_acks`] writes the
+//! plan back. A plain ack call commits its plan whatever the refusals (each
+//! item stands alone); a transaction commits only a plan without refusals,
+//! which is what makes its acks all-or-nothing.
 
 use crate::command::{AckCmd, AckItem, AckStatus};
+use crate::cursor::Cursor;
 use crate::hash::txn_hash;
 use crate::outcome::{AckResult, ERR_LEASE, ERR_UNRESOLVABLE};
 use crate::queue::DlqEntry;
 use crate::state::State;
 
+/// (queue id, partition index, group id)
+type Slot = (u32, u32, u32);
+
+/// What a set of acks would do, computed without changing the state.
+#[derive(Debug, Default)]
+pub struct AckPlan {
+    pub results: Vec<AckResult>,
+    cursors: Vec<(Slot, Cursor)>,
+    dlq: Vec<(u32, DlqEntry)>,
+    releases: Vec<(String, Slot)>,
+    clamped: Vec<Slot>,
+}
+
+impl AckPlan {
+    pub fn refused(&self) -> Option<(usize, &AckResult)> {
+        self.results.iter().enumerate().find(|(_, r)| !r.success)
+    }
+}
+
+/// The plan's copy of a cursor, taken from the state on first use.
+fn planned_cursor<'a>(cursors: &'a mut Vec<(Slot, Cursor)>, state: &State, slot: Slot) -> Option<&'a mut Cursor> {
+    if let Some(i) = cursors.iter().position(|(s, _)| *s == slot) {
+        return Some(&mut cursors[i].1);
+    }
+    let c = state.queues.get(&slot.0)?.partitions.get(slot.1 as usize)?.cursor(slot.2)?.clone();
+    cursors.push((slot, c));
+    cursors.last_mut().map(|(_, c)| c)
+}
+
 impl State {
     pub(crate) fn ack(&mut self, cmd: &AckCmd) -> Vec<AckResult> {
-        let mut clamped: Vec<u64> = Vec::new();
-        cmd.items
-            .iter()
-            .map(|item| self.ack_one(&cmd.group, item, &mut clamped))
-            .collect()
+        let items: Vec<(&str, &AckItem)> = cmd.items.iter().map(|i| (cmd.group.as_str(), i)).collect();
+        let plan = self.plan_acks(&items);
+        self.commit_acks(plan)
     }
 
-    fn ack_one(&mut self, group: &str, item: &AckItem, clamped: &mut Vec<u64>) -> AckResult {
+    /// Judges acks in order, each seeing the effect of the ones before it.
+    pub fn plan_acks(&self, items: &[(&str, &AckItem)]) -> AckPlan {
+        let mut plan = AckPlan::default();
+        for (group, item) in items {
+            let r = self.plan_one(group, item, &mut plan);
+            plan.results.push(r);
+        }
+        plan
+    }
+
+    /// Writes a plan back: cursors, dead letters, released leases.
+    pub fn commit_acks(&mut self, plan: AckPlan) -> Vec<AckResult> {
+        for ((qid, pidx, gid), c) in plan.cursors {
+            if let Some(p) = self.queues.get_mut(&qid).and_then(|q| q.partitions.get_mut(pidx as usize)) {
+                debug_assert!(p.cursor(gid).is_none_or(|old| old.next <= c.next), "a cursor moved back");
+                if let Some(slot) = p.cursors.get_mut(gid as usize) {
+                    *slot = Some(c);
+                }
+            }
+        }
+        for (qid, e) in plan.dlq {
+            if let Some(q) = self.queues.get_mut(&qid) {
+                q.dlq.push(e);
+            }
+        }
+        for (lease, slot) in plan.releases {
+            self.lease_release(&lease, slot);
+        }
+        plan.results
+    }
+
+    fn plan_one(&self, group: &str, item: &AckItem, plan: &mut AckPlan) -> AckResult {
         let now = self.now_ms;
         let Some(&(qid, pidx)) = self.partition_ids.get(&item.partition_id) else {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };
-        let q = self
-            .queues
-            .get_mut(&qid)
-            .expect("partition index is consistent");
+        let q = &self.queues[&qid];
         let Some(&gid) = q.group_index.get(group) else {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };
-        let retry_limit = q.options.retry_limit;
-        let to_dlq = q.options.dlq_after_max_retries;
-        let p = &mut q.partitions[pidx as usize];
-        let Some(c) = p.cursor(gid) else {
+        let slot = (qid, pidx, gid);
+        let p = &q.partitions[pidx as usize];
+        let (retry_limit, to_dlq) = (q.options.retry_limit, q.options.dlq_after_max_retries);
+        let Some(c) = planned_cursor(&mut plan.cursors, self, slot) else {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };
         let lease_range = c.live_lease(now).map(|l| l.start..l.end).unwrap_or(0..0);
         let Some(offset) = p.find_txn(txn_hash(&item.transaction_id), lease_range) else {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };
-        let c = p.cursor(gid).expect("checked above");
         if offset < c.next {
             return if item.status == AckStatus::Completed {
-                AckResult {
-                    success: true,
-                    noop: true,
-                    ..Default::default()
-                }
+                AckResult { success: true, noop: true, ..Default::default() }
             } else {
                 AckResult::refused(ERR_UNRESOLVABLE)
             };
         }
-        if clamped.contains(&item.partition_id) {
+        if plan.clamped.contains(&slot) {
             // An earlier nack in this call handed the batch back from its
             // offset; this item will be redelivered, so it commits nothing.
-            return AckResult {
-                success: true,
-                ..Default::default()
-            };
+            return AckResult { success: true, ..Default::default() };
         }
-        let lease = match c.live_lease(now) {
-            Some(l) if offset < l.end && item.lease_id.as_ref().is_none_or(|id| *id == l.id) => {
-                l.clone()
+        // An ack naming a lease is fenced by it; an ack naming none skips the
+        // check, so a handler that outran its claim can still commit.
+        let lease = c.live_lease(now).cloned();
+        if let Some(id) = &item.lease_id {
+            if !lease.as_ref().is_some_and(|l| offset < l.end && l.id == *id) {
+                return AckResult::refused(ERR_LEASE);
             }
-            _ => return AckResult::refused(ERR_LEASE),
-        };
-        let meta = *p.meta(offset).expect("offset in the lease range is kept");
-        let partition_name = p.name.clone();
-        let c = p.cursor_mut(gid).expect("checked above");
-        let mut result = AckResult {
-            success: true,
-            ..Default::default()
-        };
+        }
+        let meta = *p.meta(offset).expect("offsets inside a lease are kept");
+        let mut result = AckResult { success: true, ..Default::default() };
+        let mut dead = None;
         let release = match item.status {
             AckStatus::Completed => {
                 c.commit_to(offset + 1);
-                c.next >= lease.end
+                lease.as_ref().is_some_and(|l| c.next >= l.end)
             }
             AckStatus::Retry => {
                 c.commit_to(offset);
-                clamped.push(item.partition_id);
+                plan.clamped.push(slot);
                 true
             }
             AckStatus::Failed => {
                 c.commit_to(offset);
-                clamped.push(item.partition_id);
                 if c.fail_offset == offset {
                     c.failures += 1;
                 } else {
@@ -97,63 +148,40 @@ impl State {
                     let attempts = c.failures;
                     c.commit_to(offset + 1);
                     if to_dlq {
-                        result.dlq = true;
-                        q.dlq.push(dlq_entry(
-                            item,
-                            &partition_name,
-                            offset,
-                            meta,
-                            group,
-                            attempts,
-                            now,
-                        ));
+                        dead = Some(attempts);
                     }
                 }
+                plan.clamped.push(slot);
                 true
             }
             AckStatus::Dlq => {
-                let attempts = c.attempt_of(offset);
+                dead = Some(c.attempt_of(offset));
                 c.commit_to(offset + 1);
-                result.dlq = true;
-                q.dlq.push(dlq_entry(
-                    item,
-                    &partition_name,
-                    offset,
-                    meta,
-                    group,
-                    attempts,
-                    now,
-                ));
-                let p = &q.partitions[pidx as usize];
-                p.cursor(gid).is_some_and(|c| c.next >= lease.end)
+                lease.as_ref().is_some_and(|l| c.next >= l.end)
             }
         };
-        if release {
-            self.lease_release(&lease.id, (qid, pidx, gid));
+        if let Some(l) = lease.filter(|_| release) {
+            c.lease = None;
+            plan.releases.push((l.id, slot));
             result.lease_released = true;
         }
+        if let Some(attempts) = dead {
+            result.dlq = true;
+            plan.dlq.push((
+                qid,
+                DlqEntry {
+                    partition_id: item.partition_id,
+                    partition: p.name.clone(),
+                    offset,
+                    pos: meta.pos,
+                    len: meta.len,
+                    group: group.to_string(),
+                    error: item.error.clone(),
+                    attempts,
+                    failed_ms: now,
+                },
+            ));
+        }
         result
-    }
-}
-
-fn dlq_entry(
-    item: &AckItem,
-    partition: &str,
-    offset: u64,
-    meta: crate::partition::MsgMeta,
-    group: &str,
-    attempts: u32,
-    now: u64,
-) -> DlqEntry {
-    DlqEntry {
-        partition_id: item.partition_id,
-        partition: partition.to_string(),
-        offset,
-        pos: meta.pos,
-        len: meta.len,
-        group: group.to_string(),
-        error: item.error.clone(),
-        attempts,
-        failed_ms: now,
     }
 }

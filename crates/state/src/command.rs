@@ -40,6 +40,8 @@ pub enum Command {
     },
     /// Drops messages past their queue's retention and leases past expiry.
     Sweep,
+    /// One step: acks and pushes that commit together or not at all.
+    Transaction(TxnCmd),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,4 +137,16 @@ pub struct ConfigureCmd {
     pub options: OptionsPatch,
     /// `mode: replace`: options not named go back to their defaults.
     pub replace: bool,
+}
+
+/// One operation of a transaction, in request order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TxnOp {
+    Push(PushItem),
+    Ack { group: String, item: AckItem },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TxnCmd {
+    pub ops: Vec<TxnOp>,
 }

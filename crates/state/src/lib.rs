@@ -18,6 +18,7 @@
 //! - [`options`]: queue options and their defaults.
 //! - [`partition`], [`cursor`], [`queue`]: the data.
 //! - [`push`], [`pop`], [`ack`], [`lease`], [`admin`]: the transitions.
+//! - [`txn`]: a step of acks and pushes committed as one.
 //! - [`body`]: the on-disk layout of one message body.
 
 pub mod ack;
@@ -34,6 +35,7 @@ pub mod pop;
 pub mod push;
 pub mod queue;
 pub mod state;
+pub mod txn;
 
 pub use body::{BodyRecord, BodyWrite};
 pub use command::{Command, Entry};

@@ -18,6 +18,20 @@ pub enum Outcome {
     },
     /// The command was refused as a whole; the text says why.
     Refused(String),
+    Txn(TxnOutcome),
+}
+
+/// What a transaction did: everything, or nothing and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOutcome {
+    Committed(Vec<TxnResult>),
+    Refused { reason: String, failed_index: usize, error: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnResult {
+    Push(PushResult),
+    Ack(AckResult),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

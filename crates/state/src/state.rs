@@ -68,6 +68,7 @@ impl State {
             Command::ExtendLease { lease_id } => Outcome::Extend(self.extend_lease(lease_id)),
             Command::Configure(cmd) => self.configure(cmd),
             Command::DeleteQueue { queue } => self.delete_queue(queue),
+            Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, &mut writes)),
             Command::Sweep => {
                 self.sweep();
                 Outcome::Done

@@ -430,3 +430,76 @@ fn retention_drops_old_messages_and_delete_removes_the_queue() {
         Outcome::Deleted { existed: false }
     );
 }
+
+fn txn(h: &mut Harness, ops: Vec<TxnOp>) -> TxnOutcome {
+    match h.apply(Command::Transaction(TxnCmd { ops })) {
+        Outcome::Txn(t) => t,
+        o => panic!("transaction answered {o:?}"),
+    }
+}
+
+#[test]
+fn a_transaction_acks_and_pushes_as_one_and_a_resend_writes_nothing() {
+    let mut h = Harness::new();
+    h.push("in", "P", "evt-1");
+    let r = h.pop("in", QM, 1, Subscription::All);
+    let pid = r.claims[0].partition_id;
+    let ops = vec![
+        TxnOp::Ack { group: QM.into(), item: ack_item(pid, "evt-1", AckStatus::Completed, &r.lease_id) },
+        TxnOp::Push(h.item("out", "customer-42", "receipt-1")),
+    ];
+    let TxnOutcome::Committed(results) = txn(&mut h, ops.clone()) else { panic!("first send must commit") };
+    assert!(matches!(&results[0], TxnResult::Ack(a) if a.success && a.lease_released));
+    assert!(matches!(&results[1], TxnResult::Push(p) if p.status == PushStatus::Queued));
+    let before = h.state.clone();
+    let TxnOutcome::Refused { reason, failed_index, error } = txn(&mut h, ops) else { panic!("a resend must refuse") };
+    assert_eq!((reason.as_str(), failed_index), ("rejected_ack", 0));
+    assert!(error.contains("rolled back"));
+    let mut after = h.state.clone();
+    after.now_ms = before.now_ms;
+    after.applied_entries = before.applied_entries;
+    assert!(after == before, "a refused step changed the state");
+}
+
+#[test]
+fn one_bad_ack_rolls_back_every_other_part_of_the_step() {
+    let mut h = Harness::new();
+    h.push("in", "A", "a0");
+    h.push("in", "B", "b0");
+    let ra = h.pop_cmd(PopCmd {
+        target: PopTarget::Queue { queue: "in".into(), partition: Some("A".into()) },
+        group: QM.into(),
+        batch: 1,
+        max_partitions: 1,
+        lease_id: "LA".into(),
+        lease_ms: None,
+        auto_ack: false,
+        subscription: Subscription::All,
+    });
+    let pa = ra.claims[0].partition_id;
+    let pb = pa + 1;
+    let ops = vec![
+        TxnOp::Push(h.item("out", "P", "o1")),
+        TxnOp::Ack { group: QM.into(), item: ack_item(pa, "a0", AckStatus::Completed, "LA") },
+        TxnOp::Ack { group: QM.into(), item: ack_item(pb, "b0", AckStatus::Completed, "no-such-lease") },
+    ];
+    let TxnOutcome::Refused { failed_index, .. } = txn(&mut h, ops) else { panic!("must refuse") };
+    assert_eq!(failed_index, 2);
+    assert!(h.state.queue("out").is_none(), "the push was written");
+    let a = h.ack(QM, vec![ack_item(pa, "a0", AckStatus::Completed, "LA")]);
+    assert!(a[0].success && !a[0].noop, "the first ack was committed by a refused step");
+}
+
+#[test]
+fn an_ack_naming_no_lease_commits_after_the_lease_lapsed() {
+    let mut h = Harness::new();
+    configure(&mut h, "q", OptionsPatch { lease_time: Some(1), ..Default::default() });
+    h.push("q", "P", "t0");
+    let r = h.pop("q", QM, 1, Subscription::All);
+    h.now += 2_000;
+    let mut item = ack_item(r.claims[0].partition_id, "t0", AckStatus::Completed, "");
+    item.lease_id = None;
+    let res = h.ack(QM, vec![item]);
+    assert!(res[0].success && !res[0].noop, "{res:?}");
+    assert!(offsets(&h.pop("q", QM, 1, Subscription::All)).is_empty(), "the commit did not hold");
+}

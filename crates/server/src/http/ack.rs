@@ -27,15 +27,15 @@ const LEASE_ID_BYTES_MAX: usize = 128;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct AckBody {
-    transaction_id: String,
+pub(super) struct AckBody {
+    pub(super) transaction_id: String,
     partition_id: serde_json::Value,
     #[serde(default)]
     status: Option<String>,
     #[serde(default)]
     error: Option<String>,
     #[serde(default)]
-    consumer_group: Option<String>,
+    pub(super) consumer_group: Option<String>,
     #[serde(default)]
     lease_id: Option<String>,
 }
@@ -75,7 +75,7 @@ pub async fn ack_batch(
 
 /// An ack item the broker can judge, or the refusal it gets without a log
 /// entry (a partition id that names no partition).
-enum Judged {
+pub(super) enum Judged {
     Item(AckItem),
     Refused,
 }
@@ -137,7 +137,7 @@ async fn settle(node: Arc<Node>, acks: Vec<AckBody>, group: Option<String>) -> A
     Ok(axum::Json(out).into_response())
 }
 
-fn judge(i: usize, a: &AckBody) -> ApiResult<Judged> {
+pub(super) fn judge(i: usize, a: &AckBody) -> ApiResult<Judged> {
     let at = |m: &str| ApiError::bad_request(format!("acknowledgments[{i}]: {m}"));
     if a.transaction_id.is_empty() || a.transaction_id.len() > TRANSACTION_ID_BYTES_MAX {
         return Err(at(

@@ -1,6 +1,7 @@
 //! The HTTP surface: the Queen MQ routes this node serves.
 
 mod ack;
+mod dlq;
 mod error;
 mod health;
 mod input;
@@ -8,6 +9,7 @@ mod pop;
 mod push;
 mod queues;
 mod render;
+mod transaction;
 
 use std::sync::Arc;
 
@@ -36,6 +38,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/ack", post(ack::ack_one))
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/lease/{lease_id}/extend", post(ack::extend_lease))
+        .route("/api/v1/transaction", post(transaction::transaction))
+        .route("/api/v1/dlq", get(dlq::read))
         .route("/api/v1/configure", post(queues::configure))
         .route(
             "/api/v1/resources/queues/{queue}",

@@ -31,8 +31,8 @@ struct PushBody<'a> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ItemBody<'a> {
-    queue: String,
+pub(super) struct ItemBody<'a> {
+    pub(super) queue: String,
     #[serde(default)]
     partition: Option<String>,
     #[serde(default, borrow)]
@@ -103,7 +103,7 @@ fn original_id(node: &Node, pos: u64, len: u32) -> ApiResult<[u8; 16]> {
         .ok_or_else(|| ApiError::internal("a stored body is unreadable"))
 }
 
-fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
+pub(super) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
     let at = |e: String| format!("items[{i}]: {e}");
     validate_name(NameKind::Queue, &it.queue).map_err(|e| ApiError {
         message: at(e.to_string()),

@@ -1,0 +1,185 @@
+//! `POST /api/v1/transaction` (JSON): acks and pushes of one step committed
+//! as one log entry. A judged bundle always answers 200: `success: true`
+//! with a result per operation, or `success: false` with the reason and
+//! nothing written.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use regina_state::command::{TxnCmd, TxnOp};
+use regina_state::outcome::{PushStatus, TxnOutcome, TxnResult};
+use regina_state::{Command, Outcome};
+use regina_types::limits::PUSH_ITEMS_MAX;
+use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
+
+use super::ack::{judge, AckBody, Judged};
+use super::error::{ApiError, ApiResult};
+use super::input::{body_bytes, json_body};
+use super::push::{to_item, ItemBody};
+use super::render::uuid_string;
+use crate::node::Node;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TxnBody<'a> {
+    #[serde(borrow)]
+    operations: Vec<&'a RawValue>,
+    #[serde(default)]
+    required_leases: Vec<String>,
+    #[serde(default)]
+    kv: Vec<Value>,
+    #[serde(default)]
+    timers: Vec<Value>,
+}
+
+/// One operation. Read in two steps (its `type`, then its body) because
+/// serde's tagged enums cannot keep payloads as borrowed raw JSON.
+enum OpBody<'a> {
+    Push { items: Vec<ItemBody<'a>> },
+    Ack(AckBody),
+}
+
+#[derive(Deserialize)]
+struct OpType<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: &'a str,
+}
+
+#[derive(Deserialize)]
+struct PushOp<'a> {
+    #[serde(borrow)]
+    items: Vec<ItemBody<'a>>,
+}
+
+fn parse_op<'a>(i: usize, raw: &'a RawValue) -> ApiResult<OpBody<'a>> {
+    let bad = |e: serde_json::Error| ApiError::bad_body(format!("operations[{i}]: {e}"));
+    let t: OpType = serde_json::from_str(raw.get()).map_err(bad)?;
+    match t.kind {
+        "push" => Ok(OpBody::Push { items: serde_json::from_str::<PushOp>(raw.get()).map_err(bad)?.items }),
+        "ack" => Ok(OpBody::Ack(serde_json::from_str(raw.get()).map_err(bad)?)),
+        other => Err(ApiError::bad_request(format!("operations[{i}]: type {other:?} is not push or ack"))),
+    }
+}
+
+pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+    let bytes = body_bytes(body)?;
+    let b: TxnBody = json_body(&bytes, false)?;
+    if !b.kv.is_empty() || !b.timers.is_empty() {
+        return Err(ApiError::bad_request("kv and timers riders are not served by this broker yet"));
+    }
+    if b.operations.is_empty() {
+        return Err(ApiError::bad_request("a transaction needs at least one operation"));
+    }
+    let sole_lease = match b.required_leases.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
+    let parsed = b.operations.iter().enumerate().map(|(i, raw)| parse_op(i, raw)).collect::<ApiResult<Vec<_>>>()?;
+    let mut ops = Vec::new();
+    let mut labels = Vec::new();
+    for op in &parsed {
+        match op {
+            OpBody::Push { items } => {
+                for it in items {
+                    ops.push(TxnOp::Push(to_item(ops.len(), it)?));
+                    labels.push(it.queue.clone());
+                }
+            }
+            OpBody::Ack(a) => {
+                let group = match a.consumer_group.as_deref() {
+                    None | Some("") => QUEUE_MODE_GROUP.to_string(),
+                    Some(g) => {
+                        validate_name(NameKind::ConsumerGroup, g).map_err(ApiError::from_name)?;
+                        g.to_string()
+                    }
+                };
+                let mut item = match judge(ops.len(), a)? {
+                    Judged::Item(item) => item,
+                    Judged::Refused => {
+                        let why = "QTXN partitionId names no partition; the transaction rolled back";
+                        return Ok(refused(ops.len(), "rejected_ack", why).into_response());
+                    }
+                };
+                // A lease-less ack is fenced by the bundle's lease when it names exactly one.
+                if item.lease_id.is_none() {
+                    item.lease_id = sole_lease.clone();
+                }
+                ops.push(TxnOp::Ack { group, item });
+                labels.push(a.transaction_id.clone());
+            }
+        }
+    }
+    if ops.len() > PUSH_ITEMS_MAX {
+        return Err(ApiError::too_large(format!("{} operations; the limit is {PUSH_ITEMS_MAX}", ops.len())));
+    }
+    let txn_id = uuid::Uuid::now_v7().to_string();
+    let outcome = node.propose(Command::Transaction(TxnCmd { ops: ops.clone() })).await?;
+    let Outcome::Txn(t) = outcome else {
+        return Err(ApiError::internal(format!("transaction answered {outcome:?}")));
+    };
+    match t {
+        TxnOutcome::Refused { reason, failed_index, error } => {
+            let mut r = refused(failed_index, &reason, &error);
+            if let Some(obj) = r.1.as_object_mut() {
+                obj.insert("transactionId".into(), json!(txn_id));
+            }
+            Ok(r.into_response())
+        }
+        TxnOutcome::Committed(results) => {
+            let rendered: Vec<Value> = results
+                .iter()
+                .zip(ops.iter().zip(&labels))
+                .enumerate()
+                .map(|(i, (r, (op, label)))| render(i, r, op, label))
+                .collect();
+            Ok(axum::Json(json!({ "transactionId": txn_id, "success": true, "results": rendered })).into_response())
+        }
+    }
+}
+
+fn refused(failed_index: usize, reason: &str, error: &str) -> (axum::http::StatusCode, axum::Json<Value>) {
+    (
+        axum::http::StatusCode::OK,
+        axum::Json(json!({
+            "success": false,
+            "ok": false,
+            "reason": reason,
+            "failedIndex": failed_index,
+            "error": error,
+            "results": [],
+        })),
+    )
+}
+
+fn render(i: usize, r: &TxnResult, op: &TxnOp, label: &str) -> Value {
+    match (r, op) {
+        (TxnResult::Push(p), TxnOp::Push(item)) => json!({
+            "index": i,
+            "type": "push",
+            "success": true,
+            "transactionId": item.transaction_id,
+            "messageId": p.message_id.as_ref().map(uuid_string),
+            "queueName": label,
+            "partitionId": p.partition_id.to_string(),
+            "offset": p.offset,
+            "duplicate": p.status == PushStatus::Duplicate,
+        }),
+        (TxnResult::Ack(a), _) => json!({
+            "index": i,
+            "type": "ack",
+            "success": a.success,
+            "transactionId": label,
+            "error": a.error,
+            "dlq": a.dlq,
+            "leaseReleased": a.lease_released,
+        }),
+        _ => json!({ "index": i, "success": false, "error": "result does not match its operation" }),
+    }
+}

@@ -1,0 +1,59 @@
+//! A transaction: acks and pushes of one step, applied as one entry, all or
+//! nothing. Every ack is judged first, against copies of the cursors; only
+//! when none is refused are the pushes stored and the acks committed. An ack
+//! that would change nothing (already committed) refuses the step too: a
+//! step sent twice must not push twice.
+
+use crate::body::BodyWrite;
+use crate::command::{AckItem, PushCmd, TxnCmd, TxnOp};
+use crate::outcome::{TxnOutcome, TxnResult};
+use crate::state::State;
+
+impl State {
+    pub(crate) fn transaction(&mut self, cmd: &TxnCmd, writes: &mut Vec<BodyWrite>) -> TxnOutcome {
+        let acks: Vec<(usize, (&str, &AckItem))> = cmd
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op {
+                TxnOp::Ack { group, item } => Some((i, (group.as_str(), item))),
+                TxnOp::Push(_) => None,
+            })
+            .collect();
+        let items: Vec<(&str, &AckItem)> = acks.iter().map(|(_, a)| *a).collect();
+        let plan = self.plan_acks(&items);
+        for ((op_index, (_, item)), r) in acks.iter().zip(&plan.results) {
+            if !r.success || r.noop {
+                let why = if r.noop {
+                    format!("ack of {} is already committed", item.transaction_id)
+                } else {
+                    format!("ack of {} refused: {}", item.transaction_id, r.error.as_deref().unwrap_or("refused"))
+                };
+                return TxnOutcome::Refused {
+                    reason: "rejected_ack".into(),
+                    failed_index: *op_index,
+                    error: format!("QTXN {why}; the transaction rolled back"),
+                };
+            }
+        }
+        let pushes: Vec<_> = cmd
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                TxnOp::Push(p) => Some(p.clone()),
+                TxnOp::Ack { .. } => None,
+            })
+            .collect();
+        let mut pushed = self.push(&PushCmd { items: pushes }, writes).into_iter();
+        let mut acked = self.commit_acks(plan).into_iter();
+        let results = cmd
+            .ops
+            .iter()
+            .map(|op| match op {
+                TxnOp::Push(_) => TxnResult::Push(pushed.next().expect("one result per push")),
+                TxnOp::Ack { .. } => TxnResult::Ack(acked.next().expect("one result per ack")),
+            })
+            .collect();
+        TxnOutcome::Committed(results)
+    }
+}
