@@ -1,6 +1,7 @@
 //! The HTTP surface: the Queen MQ routes this node serves.
 
 mod ack;
+mod admin;
 mod dlq;
 mod error;
 mod health;
@@ -45,6 +46,7 @@ pub fn router(node: Arc<Node>) -> Router {
             "/api/v1/resources/queues/{queue}",
             delete(queues::delete_queue),
         )
+        .merge(admin::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
