@@ -42,6 +42,24 @@ pub enum Command {
     Sweep,
     /// One step: acks and pushes that commit together or not at all.
     Transaction(TxnCmd),
+    /// Forgets a group's cursors on one queue or all; with `delete_metadata`
+    /// also its registration, so its next pop subscribes afresh.
+    DeleteGroup { group: String, queue: Option<String>, delete_metadata: bool },
+    /// Moves a group's cursors on a queue to the end or to a time. The one
+    /// way a cursor moves back: an operator's explicit request.
+    Seek { group: String, queue: String, target: SeekTarget },
+    /// Re-seeds a group from a time on every queue where it exists.
+    SetSubscription { group: String, from_ms: u64 },
+    /// Drops one dead-letter row.
+    DeleteDeadLetter { partition_id: u64, transaction_id: String },
+    /// Replays one dead-letter row as a new message of its partition.
+    RetryDeadLetter { partition_id: u64, transaction_id: String, item: PushItem },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SeekTarget {
+    End,
+    Time(u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -26,6 +26,7 @@ pub mod admin;
 pub mod body;
 pub mod command;
 pub mod cursor;
+pub mod groups;
 pub mod hash;
 pub mod lease;
 pub mod options;

@@ -19,6 +19,10 @@ pub enum Outcome {
     /// The command was refused as a whole; the text says why.
     Refused(String),
     Txn(TxnOutcome),
+    /// How many (partition, group) cursors or registrations changed.
+    Changed { count: u64 },
+    /// Whether the addressed row existed (and was acted on).
+    Found(bool),
 }
 
 /// What a transaction did: everything, or nothing and why.

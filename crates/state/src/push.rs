@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::body::{place, BodyRecord, BodyWrite};
-use crate::command::PushCmd;
+use crate::command::{PushCmd, PushItem};
 use crate::hash::txn_hash;
 use crate::options::QueueOptions;
 use crate::outcome::{PushResult, PushStatus};
@@ -34,36 +34,9 @@ impl State {
                 results.push(dup);
                 continue;
             }
-            let record = BodyRecord {
-                id: item.message_id,
-                created_ms: now,
-                trace_id: item.trace_id,
-                transaction_id: item.transaction_id.clone(),
-                payload: item.payload.clone(),
-            };
-            let bytes = record.encode();
-            let pos = place(self.next_body_pos, bytes.len() as u64);
-            self.next_body_pos = pos + bytes.len() as u64;
-            let offset = p.next_offset();
-            let len = bytes.len() as u32;
-            p.msgs.push_back(MsgMeta {
-                pos,
-                len,
-                created_ms: now,
-                txn: hash,
-            });
-            p.txn_index.insert(hash, offset);
-            this_entry.insert((p.id, hash));
-            p.last_write_ms = now;
-            writes.push(BodyWrite { pos, bytes });
-            results.push(PushResult {
-                status: PushStatus::Queued,
-                partition_id: p.id,
-                offset,
-                pos,
-                len,
-                message_id: Some(item.message_id),
-            });
+            let r = self.append(item, writes);
+            this_entry.insert((r.partition_id, hash));
+            results.push(r);
         }
         // Ids of in-request duplicates are known: copy them from the winner.
         for i in 0..results.len() {
@@ -78,6 +51,32 @@ impl State {
             }
         }
         results
+    }
+
+    /// Stores one message at the end of its partition, without a dedup
+    /// check (the caller made it), and places its body.
+    pub(crate) fn append(&mut self, item: &PushItem, writes: &mut Vec<BodyWrite>) -> PushResult {
+        let now = self.now_ms;
+        let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
+        let record = BodyRecord {
+            id: item.message_id,
+            created_ms: now,
+            trace_id: item.trace_id,
+            transaction_id: item.transaction_id.clone(),
+            payload: item.payload.clone(),
+        };
+        let bytes = record.encode();
+        let pos = place(self.next_body_pos, bytes.len() as u64);
+        self.next_body_pos = pos + bytes.len() as u64;
+        let len = bytes.len() as u32;
+        let hash = txn_hash(&item.transaction_id);
+        let p = &mut self.queues.get_mut(&qid).expect("just created").partitions[pidx as usize];
+        let offset = p.next_offset();
+        p.msgs.push_back(MsgMeta { pos, len, created_ms: now, txn: hash });
+        p.txn_index.insert(hash, offset);
+        p.last_write_ms = now;
+        writes.push(BodyWrite { pos, bytes });
+        PushResult { status: PushStatus::Queued, partition_id: p.id, offset, pos, len, message_id: Some(item.message_id) }
     }
 
     /// The (queue id, partition index) for a push, creating either.

@@ -69,6 +69,22 @@ impl State {
             Command::Configure(cmd) => self.configure(cmd),
             Command::DeleteQueue { queue } => self.delete_queue(queue),
             Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, &mut writes)),
+            Command::DeleteGroup { group, queue, delete_metadata } => {
+                Outcome::Changed { count: self.delete_group(group, queue.as_deref(), *delete_metadata) }
+            }
+            Command::Seek { group, queue, target } => Outcome::Changed { count: self.seek(group, queue, *target) },
+            Command::SetSubscription { group, from_ms } => {
+                Outcome::Changed { count: self.set_subscription(group, *from_ms) }
+            }
+            Command::DeleteDeadLetter { partition_id, transaction_id } => {
+                Outcome::Found(self.take_dead_letter(*partition_id, transaction_id).is_some())
+            }
+            Command::RetryDeadLetter { partition_id, transaction_id, item } => {
+                match self.take_dead_letter(*partition_id, transaction_id) {
+                    None => Outcome::Found(false),
+                    Some(_) => Outcome::Push(vec![self.append(item, &mut writes)]),
+                }
+            }
             Command::Sweep => {
                 self.sweep();
                 Outcome::Done

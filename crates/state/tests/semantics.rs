@@ -503,3 +503,49 @@ fn an_ack_naming_no_lease_commits_after_the_lease_lapsed() {
     assert!(res[0].success && !res[0].noop, "{res:?}");
     assert!(offsets(&h.pop("q", QM, 1, Subscription::All)).is_empty(), "the commit did not hold");
 }
+
+#[test]
+fn seek_delete_and_resubscribe_move_a_group() {
+    let mut h = Harness::new();
+    for i in 0..3 {
+        h.push("q", "P", &format!("t{i}"));
+    }
+    let r = h.pop("q", "g", 10, Subscription::All);
+    let pid = r.claims[0].partition_id;
+    h.ack("g", vec![ack_item(pid, "t2", AckStatus::Completed, &r.lease_id)]);
+    assert!(offsets(&h.pop("q", "g", 10, Subscription::All)).is_empty());
+    let n = h.apply(Command::Seek { group: "g".into(), queue: "q".into(), target: SeekTarget::Time(0) });
+    assert_eq!(n, Outcome::Changed { count: 1 });
+    assert_eq!(offsets(&h.pop("q", "g", 10, Subscription::All)), vec![0, 1, 2], "a seek to the epoch replays all");
+    h.apply(Command::Seek { group: "g".into(), queue: "q".into(), target: SeekTarget::End });
+    assert!(offsets(&h.pop("q", "g", 10, Subscription::All)).is_empty(), "a seek to the end skips all");
+    h.apply(Command::DeleteGroup { group: "g".into(), queue: None, delete_metadata: true });
+    assert_eq!(offsets(&h.pop("q", "g", 10, Subscription::All)), vec![0, 1, 2], "a deleted group starts over");
+    let now = h.now;
+    h.now += 10;
+    h.push("q", "P", "t3");
+    let Outcome::Changed { count } = h.apply(Command::SetSubscription { group: "g".into(), from_ms: now + 5 }) else {
+        panic!()
+    };
+    assert_eq!(count, 1);
+    assert_eq!(offsets(&h.pop("q", "g", 10, Subscription::All)), vec![3]);
+}
+
+#[test]
+fn a_dead_letter_row_can_be_replayed_or_deleted_once() {
+    let mut h = Harness::new();
+    h.push("q", "P", "t0");
+    let r = h.pop("q", QM, 1, Subscription::All);
+    let pid = r.claims[0].partition_id;
+    assert!(h.ack(QM, vec![ack_item(pid, "t0", AckStatus::Dlq, &r.lease_id)])[0].dlq);
+    let item = h.item("q", "P", "t0");
+    let Outcome::Push(p) = h.apply(Command::RetryDeadLetter { partition_id: pid, transaction_id: "t0".into(), item: item.clone() }) else {
+        panic!("replay must push")
+    };
+    assert_eq!(p[0].offset, 1);
+    assert!(h.state.queue("q").unwrap().dlq.is_empty());
+    let again = h.apply(Command::RetryDeadLetter { partition_id: pid, transaction_id: "t0".into(), item });
+    assert_eq!(again, Outcome::Found(false));
+    assert_eq!(offsets(&h.pop("q", QM, 5, Subscription::All)), vec![1]);
+    assert_eq!(h.apply(Command::DeleteDeadLetter { partition_id: pid, transaction_id: "t0".into() }), Outcome::Found(false));
+}

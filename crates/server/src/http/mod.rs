@@ -4,6 +4,7 @@ mod ack;
 mod admin;
 mod dlq;
 mod error;
+mod groups;
 mod health;
 mod input;
 mod pop;
@@ -46,6 +47,12 @@ pub fn router(node: Arc<Node>) -> Router {
             "/api/v1/resources/queues/{queue}",
             delete(queues::delete_queue),
         )
+        .route("/api/v1/consumer-groups/{group}", delete(groups::delete_group))
+        .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(groups::delete_group_on_queue))
+        .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(groups::seek))
+        .route("/api/v1/consumer-groups/{group}/subscription", post(groups::set_subscription))
+        .route("/api/v1/messages/{partition_id}/{transaction_id}", delete(groups::delete_dead_letter))
+        .route("/api/v1/messages/{partition_id}/{transaction_id}/retry", post(groups::retry_dead_letter))
         .merge(admin::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
