@@ -15,7 +15,7 @@ use std::sync::Arc;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 use parking_lot::Mutex;
-use regina_storage::{Io, Wal, WalOptions};
+use regina_storage::{Io, RecordPos, Wal, WalOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::log_index::LogIndex;
@@ -258,12 +258,23 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         })
         .map_err(|e| StorageIOError::write_logs(&e))?;
-        let first_kept = {
+        let release_before = {
             let mut idx = self.inner.index.lock();
             idx.purge(log_id);
-            idx.get(idx.first).and_then(|(_, pos)| pos)
+            if idx.locs.is_empty() {
+                // Nothing is kept, so every record in the segments before
+                // the one being written is purged. Read under the index lock:
+                // an entry appended after this lands in that segment or a
+                // later one.
+                Some(RecordPos {
+                    segment: self.inner.wal.current_segment(),
+                    offset: 0,
+                })
+            } else {
+                idx.get(idx.first).and_then(|(_, pos)| pos)
+            }
         };
-        if let Some(pos) = first_kept {
+        if let Some(pos) = release_before {
             self.inner
                 .wal
                 .release_segments_before(pos)

@@ -140,6 +140,10 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             };
             (m.state.encode(), meta)
         };
+        // Every body of the encoded state was written before its entry's lock
+        // was released; make them durable before the snapshot exists, since
+        // the log that could rewrite them is purged behind it.
+        self.shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         let head = bincode::serialize(&SnapshotHead { meta: meta.clone() })
             .expect("snapshot heads encode");
         self.shared

@@ -54,6 +54,8 @@ pub enum Command {
     DeleteDeadLetter { partition_id: u64, transaction_id: String },
     /// Replays one dead-letter row as a new message of its partition.
     RetryDeadLetter { partition_id: u64, transaction_id: String, item: PushItem },
+    /// Records a processing trace event for a message.
+    RecordTrace(crate::traces::TraceEvent),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

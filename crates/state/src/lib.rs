@@ -36,6 +36,7 @@ pub mod pop;
 pub mod push;
 pub mod queue;
 pub mod state;
+pub mod traces;
 pub mod txn;
 
 pub use body::{BodyRecord, BodyWrite};

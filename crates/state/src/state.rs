@@ -36,6 +36,7 @@ pub struct State {
     pub next_body_pos: u64,
     /// Entries applied; a cheap fingerprint for replicas and tests.
     pub applied_entries: u64,
+    pub traces: crate::traces::Traces,
 }
 
 /// The result of applying one entry.
@@ -84,6 +85,10 @@ impl State {
                     None => Outcome::Found(false),
                     Some(_) => Outcome::Push(vec![self.append(item, &mut writes)]),
                 }
+            }
+            Command::RecordTrace(event) => {
+                self.traces.record(event.clone());
+                Outcome::Done
             }
             Command::Sweep => {
                 self.sweep();

@@ -11,6 +11,7 @@ mod pop;
 mod push;
 mod queues;
 mod render;
+mod traces;
 mod transaction;
 
 use std::sync::Arc;
@@ -53,6 +54,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/consumer-groups/{group}/subscription", post(groups::set_subscription))
         .route("/api/v1/messages/{partition_id}/{transaction_id}", delete(groups::delete_dead_letter))
         .route("/api/v1/messages/{partition_id}/{transaction_id}/retry", post(groups::retry_dead_letter))
+        .route("/api/v1/traces", post(traces::record))
+        .route("/api/v1/traces/names", get(traces::names))
+        .route("/api/v1/traces/by-name/{name}", get(traces::by_name))
+        .route("/api/v1/traces/{partition_id}/{transaction_id}", get(traces::for_message))
         .merge(admin::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,0 +1,616 @@
+//! Durability of the log store and the state machine across a reopen,
+//! exercised through the openraft traits only.
+//!
+//! openraft builds the append callback (`LogFlushed`) itself, so appends
+//! outside a running Raft go through its test suite's public helpers; the
+//! end-to-end cases run a real single-voter Raft over our stores.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::storage::{LogState, RaftLogStorage, RaftStateMachine};
+use openraft::testing::log_id;
+use openraft::{
+    BasicNode, Config, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder,
+    SnapshotPolicy, Vote,
+};
+use regina_consensus::network::NoPeers;
+use regina_consensus::types::{LogId, RaftEntry, StorageError};
+use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore, TypeConfig};
+use regina_state::command::{PushCmd, PushItem};
+use regina_state::outcome::PushResult;
+use regina_state::{BodyRecord, Command, Entry, Outcome, State};
+use support::{open_log, open_sm, wal_segments, OurSuite};
+
+/// Tiny segments: a blank entry's record is a few dozen bytes, so even the
+/// suite's ten-entry log spans several segment files.
+const TINY_SEGMENT_BYTES: u64 = 128;
+const NODE: u64 = 1;
+/// A fixed clock, so runs are reproducible.
+const T0_MS: u64 = 1_700_000_000_000;
+
+/// Everything the log store answers about its contents.
+#[derive(Debug, PartialEq)]
+struct LogView {
+    state: LogState<TypeConfig>,
+    entries: Vec<RaftEntry>,
+    vote: Option<Vote<u64>>,
+}
+
+async fn view(log: &mut LogStore) -> LogView {
+    LogView {
+        state: log.get_log_state().await.expect("log state"),
+        entries: log.try_get_log_entries(..).await.expect("read entries"),
+        vote: log.read_vote().await.expect("read vote"),
+    }
+}
+
+fn indexes(entries: &[RaftEntry]) -> Vec<u64> {
+    entries.iter().map(|e| e.log_id.index).collect()
+}
+
+/// The ids the suite's `feed_10_logs_vote_self` writes: (0,0) then (1,1..=10).
+fn fed_log_id(index: u64) -> LogId {
+    log_id(if index == 0 { 0 } else { 1 }, 0, index)
+}
+
+// ---------------------------------------------------------------------------
+// The suite's own scenarios, each followed by a reopen.
+// ---------------------------------------------------------------------------
+
+/// Runs one of openraft's suite cases against fresh stores, then drops them,
+/// reopens the log and expects to read back exactly what it read before.
+async fn check_reopen<F, Fut>(name: &str, case: F)
+where
+    F: FnOnce(LogStore, StateMachineStore) -> Fut,
+    Fut: Future<Output = Result<(), StorageError>>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let sm = open_sm(dir.path());
+    case(log.clone(), sm.clone())
+        .await
+        .unwrap_or_else(|e| panic!("suite case {name} failed: {e}"));
+    let before = view(&mut log).await;
+    drop((log, sm));
+
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let after = view(&mut log).await;
+    assert_eq!(after, before, "{name}: the reopened log differs");
+}
+
+macro_rules! suite_cases_survive_reopen {
+    ($($case:ident),* $(,)?) => {
+        mod suite_cases_survive_reopen {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    check_reopen(stringify!($case), OurSuite::$case).await;
+                }
+            )*
+        }
+    };
+}
+
+suite_cases_survive_reopen!(
+    last_membership_in_log,
+    last_membership_in_log_multi_step,
+    get_membership_from_log_and_empty_sm,
+    get_initial_state_with_state,
+    get_initial_state_membership_from_log_and_sm,
+    get_initial_state_last_log_gt_sm,
+    get_initial_state_last_log_lt_sm,
+    get_initial_state_log_ids,
+    get_initial_state_re_apply_committed,
+    save_vote,
+    get_log_entries,
+    get_log_state,
+    last_id_in_log,
+    purge_logs_upto_0,
+    purge_logs_upto_5,
+    purge_logs_upto_20,
+    delete_logs_since_11,
+    delete_logs_since_0,
+    append_to_log,
+);
+
+// ---------------------------------------------------------------------------
+// Append, vote, truncate, purge.
+// ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appended_entries_and_vote_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    OurSuite::feed_10_logs_vote_self(&mut log).await.unwrap();
+    let before = view(&mut log).await;
+    drop(log);
+
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let after = view(&mut log).await;
+    assert_eq!(after, before);
+    assert_eq!(
+        after.state,
+        LogState {
+            last_purged_log_id: None,
+            last_log_id: Some(fed_log_id(10)),
+        }
+    );
+    let ids: Vec<LogId> = after.entries.iter().map(|e| e.log_id).collect();
+    assert_eq!(ids, (0..=10).map(fed_log_id).collect::<Vec<_>>());
+    assert!(after
+        .entries
+        .iter()
+        .all(|e| matches!(e.payload, EntryPayload::Blank)));
+    assert_eq!(after.vote, Some(Vote::new(1, 0)));
+
+    // Nothing is cached after a reopen: a sub-range comes from the WAL.
+    let mid = log.try_get_log_entries(3..7).await.unwrap();
+    assert_eq!(indexes(&mid), vec![3, 4, 5, 6]);
+
+    // A later, committed vote replaces the first one durably.
+    let committed = Vote::new_committed(2, NODE);
+    log.save_vote(&committed).await.unwrap();
+    drop(log);
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    assert_eq!(log.read_vote().await.unwrap(), Some(committed));
+    assert_eq!(
+        indexes(&view(&mut log).await.entries),
+        (0..=10).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    OurSuite::feed_10_logs_vote_self(&mut log).await.unwrap();
+    log.truncate(fed_log_id(6)).await.unwrap();
+    assert_eq!(
+        indexes(&view(&mut log).await.entries),
+        vec![0, 1, 2, 3, 4, 5]
+    );
+    drop(log);
+
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let v = view(&mut log).await;
+    assert_eq!(
+        v.state,
+        LogState {
+            last_purged_log_id: None,
+            last_log_id: Some(fed_log_id(5)),
+        }
+    );
+    assert_eq!(indexes(&v.entries), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(v.vote, Some(Vote::new(1, 0)));
+
+    // Entries appended after a truncation win over it on replay.
+    OurSuite::feed_10_logs_vote_self(&mut log).await.unwrap();
+    drop(log);
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let v = view(&mut log).await;
+    assert_eq!(indexes(&v.entries), (0..=10).collect::<Vec<_>>());
+    assert_eq!(v.state.last_log_id, Some(fed_log_id(10)));
+
+    // Truncating everything leaves an empty log, also after a reopen.
+    log.truncate(fed_log_id(0)).await.unwrap();
+    drop(log);
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let v = view(&mut log).await;
+    assert_eq!(v.state, LogState::default());
+    assert!(v.entries.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_survives_reopen_and_releases_old_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    OurSuite::feed_10_logs_vote_self(&mut log).await.unwrap();
+    let segments_before = wal_segments(dir.path());
+    assert_eq!(segments_before.first(), Some(&0));
+    assert!(
+        segments_before.len() >= 3,
+        "eleven entries should span several {TINY_SEGMENT_BYTES}-byte segments: {segments_before:?}"
+    );
+
+    log.purge(fed_log_id(4)).await.unwrap();
+    let segments_after = wal_segments(dir.path());
+    assert!(
+        !segments_after.contains(&0),
+        "the first segment holds only purged entries and must be released: {segments_after:?}"
+    );
+    assert!(segments_after.len() < segments_before.len());
+    let before = view(&mut log).await;
+    assert_eq!(
+        before.state,
+        LogState {
+            last_purged_log_id: Some(fed_log_id(4)),
+            last_log_id: Some(fed_log_id(10)),
+        }
+    );
+    assert_eq!(indexes(&before.entries), vec![5, 6, 7, 8, 9, 10]);
+    drop(log);
+
+    // Purged entries still in a kept segment are not resurrected, the kept
+    // ones are all readable, and the vote beside the purge point survives.
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let after = view(&mut log).await;
+    assert_eq!(after, before);
+    assert_eq!(after.vote, Some(Vote::new(1, 0)));
+    assert_eq!(wal_segments(dir.path()), segments_after);
+
+    // A purge never goes back.
+    log.purge(fed_log_id(2)).await.unwrap();
+    assert_eq!(view(&mut log).await, after);
+
+    // Purging past the last entry empties the log; the purge point is then
+    // also the last log id, and that survives a reopen.
+    log.purge(log_id(1, 0, 20)).await.unwrap();
+    let before = view(&mut log).await;
+    assert_eq!(
+        before.state,
+        LogState {
+            last_purged_log_id: Some(log_id(1, 0, 20)),
+            last_log_id: Some(log_id(1, 0, 20)),
+        }
+    );
+    assert!(before.entries.is_empty());
+    // With no entry left, every segment before the active one holds only
+    // purged records; what may remain is the active segment and the one
+    // spare the WAL keeps ready.
+    let segments_all_purged = wal_segments(dir.path());
+    assert!(
+        segments_all_purged.len() <= 2,
+        "purging every entry must release the segments behind the active one: \
+         {segments_after:?} -> {segments_all_purged:?}"
+    );
+    drop(log);
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    assert_eq!(view(&mut log).await, before);
+
+    // A vote rewrites the meta file that also holds the purge point; both
+    // must survive that.
+    let vote = Vote::new(3, NODE);
+    log.save_vote(&vote).await.unwrap();
+    drop(log);
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    let after = view(&mut log).await;
+    assert_eq!(after.state, before.state);
+    assert!(after.entries.is_empty());
+    assert_eq!(after.vote, Some(vote));
+}
+
+// ---------------------------------------------------------------------------
+// The state machine: snapshots and body files.
+// ---------------------------------------------------------------------------
+
+fn push_item(n: u64) -> PushItem {
+    let mut message_id = [0u8; 16];
+    message_id[..8].copy_from_slice(&n.to_be_bytes());
+    PushItem {
+        queue: ["orders", "emails"][(n % 2) as usize].to_string(),
+        partition: format!("p{}", n % 3),
+        transaction_id: format!("tx-{n}"),
+        trace_id: [Some([n as u8; 16]), None, None, None, None][(n % 5) as usize],
+        message_id,
+        payload: format!(
+            "{{\"n\":{n},\"pad\":\"{}\"}}",
+            "x".repeat((n % 7 * 30) as usize)
+        )
+        .into_bytes(),
+    }
+}
+
+fn push_entry(n: u64) -> Entry {
+    Entry {
+        now_ms: T0_MS + n,
+        command: Command::Push(PushCmd {
+            items: vec![push_item(n)],
+        }),
+    }
+}
+
+fn normal(index: u64, entry: Entry) -> RaftEntry {
+    RaftEntry {
+        log_id: log_id(1, NODE, index),
+        payload: EntryPayload::Normal(entry),
+    }
+}
+
+fn membership(index: u64) -> RaftEntry {
+    RaftEntry {
+        log_id: log_id(1, NODE, index),
+        payload: EntryPayload::Membership(Membership::new(vec![BTreeSet::from([NODE])], None)),
+    }
+}
+
+/// Checks that every pushed message's body reads back as written.
+fn assert_bodies(shared: &SharedState, pushed: &[(u64, PushResult)]) {
+    for (n, r) in pushed {
+        let bytes = shared
+            .read_body(r.pos, r.len)
+            .unwrap_or_else(|e| panic!("body of push {n}: {e}"));
+        let body = BodyRecord::decode(&bytes).unwrap_or_else(|| panic!("body of push {n}"));
+        let item = push_item(*n);
+        assert_eq!(body.id, item.message_id, "push {n}");
+        assert_eq!(body.transaction_id, item.transaction_id, "push {n}");
+        assert_eq!(body.trace_id, item.trace_id, "push {n}");
+        assert_eq!(body.payload, item.payload, "push {n}");
+    }
+}
+
+fn push_results(
+    ns: impl IntoIterator<Item = u64>,
+    outcomes: Vec<Outcome>,
+) -> Vec<(u64, PushResult)> {
+    ns.into_iter()
+        .zip(outcomes)
+        .map(|(n, o)| match o {
+            Outcome::Push(mut r) if r.len() == 1 => (n, r.remove(0)),
+            other => panic!("push {n} answered {other:?}"),
+        })
+        .collect()
+}
+
+fn first_body_file_len(data: &Path) -> u64 {
+    match std::fs::metadata(data.join("bodies").join(format!("{:020}.body", 0))) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => panic!("body file: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_is_loaded_on_reopen_and_bodies_are_cut_back_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = open_sm(dir.path());
+
+    // Index 1 is the membership; push n sits at index n + 1.
+    let mut entries = vec![membership(1)];
+    entries.extend((1..=40).map(|n| normal(n + 1, push_entry(n))));
+    let outcomes = sm.apply(entries).await.unwrap();
+    let mut pushed = push_results(1..=40, outcomes.into_iter().skip(1).collect());
+
+    let snap = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let snap_state = sm.shared().machine.read().state.clone();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(1, NODE, 41)));
+    assert_eq!(
+        snap.meta.last_membership.log_id(),
+        &Some(log_id(1, NODE, 1))
+    );
+    assert_eq!(State::decode(snap.snapshot.get_ref()).unwrap(), snap_state);
+
+    // The tail after the snapshot: only the log could rewrite these bodies.
+    let tail: Vec<RaftEntry> = (41..=60).map(|n| normal(n + 1, push_entry(n))).collect();
+    let outcomes = sm.apply(tail.clone()).await.unwrap();
+    pushed.extend(push_results(41..=60, outcomes));
+    let full_state = sm.shared().machine.read().state.clone();
+    let full_len = first_body_file_len(dir.path());
+    assert!(full_state.next_body_pos > snap_state.next_body_pos);
+    assert_eq!(full_len, full_state.next_body_pos);
+    assert_bodies(&sm.shared(), &pushed);
+    drop(sm);
+
+    let mut sm = open_sm(dir.path());
+    assert_eq!(
+        first_body_file_len(dir.path()),
+        snap_state.next_body_pos,
+        "bodies past the snapshot must be cut on reopen"
+    );
+    let (last_applied, last_membership) = sm.applied_state().await.unwrap();
+    assert_eq!(last_applied, snap.meta.last_log_id);
+    assert_eq!(last_membership, snap.meta.last_membership);
+    assert_eq!(sm.shared().machine.read().state, snap_state);
+    let current = sm
+        .get_current_snapshot()
+        .await
+        .unwrap()
+        .expect("a snapshot");
+    assert_eq!(current.meta, snap.meta);
+    assert_eq!(
+        State::decode(current.snapshot.get_ref()).unwrap(),
+        snap_state
+    );
+    assert_bodies(&sm.shared(), &pushed[..40]);
+
+    // Replaying the tail rewrites the cut bodies at the same positions.
+    let outcomes = sm.apply(tail).await.unwrap();
+    assert_eq!(push_results(41..=60, outcomes), pushed[40..].to_vec());
+    assert_eq!(sm.shared().machine.read().state, full_state);
+    assert_eq!(first_body_file_len(dir.path()), full_len);
+    assert_bodies(&sm.shared(), &pushed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_snapshot_reopen_starts_empty_and_cuts_every_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sm = open_sm(dir.path());
+    sm.apply((1..=10).map(|n| normal(n, push_entry(n))))
+        .await
+        .unwrap();
+    assert!(first_body_file_len(dir.path()) > 0);
+    drop(sm);
+
+    let mut sm = open_sm(dir.path());
+    assert_eq!(first_body_file_len(dir.path()), 0);
+    let (last_applied, last_membership) = sm.applied_state().await.unwrap();
+    assert_eq!(last_applied, None);
+    assert_eq!(last_membership, Default::default());
+    assert_eq!(sm.shared().machine.read().state, State::new());
+    assert!(sm.get_current_snapshot().await.unwrap().is_none());
+}
+
+// ---------------------------------------------------------------------------
+// A real single-voter Raft over our stores.
+// ---------------------------------------------------------------------------
+
+/// Small enough that a few hundred pushes fill several segments.
+const RAFT_SEGMENT_BYTES: u64 = 16 << 10;
+const WAIT: Option<Duration> = Some(Duration::from_secs(10));
+
+struct Started {
+    raft: Raft,
+    log: LogStore,
+    shared: Arc<SharedState>,
+    /// What the state machine held when opened, before Raft touched it.
+    opened_applied: Option<LogId>,
+}
+
+async fn start(data: &Path) -> Started {
+    let log = open_log(data, RAFT_SEGMENT_BYTES);
+    let mut sm = open_sm(data);
+    let shared = sm.shared();
+    let opened_applied = sm.applied_state().await.unwrap().0;
+    let config = Config {
+        cluster_name: "regina-test".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        // Snapshots only when the test asks, and the log behind a snapshot
+        // is purged at once, so segment release is observable.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
+        purge_batch_size: 1,
+        ..Default::default()
+    };
+    let config = Arc::new(config.validate().unwrap());
+    let raft = Raft::new(NODE, config, NoPeers, log.clone(), sm)
+        .await
+        .unwrap();
+    if !raft.is_initialized().await.unwrap() {
+        raft.initialize(BTreeMap::from([(NODE, BasicNode::default())]))
+            .await
+            .unwrap();
+    }
+    raft.wait(WAIT)
+        .current_leader(NODE, "the only voter leads")
+        .await
+        .unwrap();
+    Started {
+        raft,
+        log,
+        shared,
+        opened_applied,
+    }
+}
+
+/// Writes one entry; answers once it is durable and applied.
+async fn write(raft: &Raft, entry: Entry) -> (LogId, Outcome) {
+    let resp = raft.client_write(entry).await.unwrap();
+    (resp.log_id, resp.data)
+}
+
+/// Pushes messages `ns` one entry each; returns their results and the log id
+/// of the last one.
+async fn push_range(
+    raft: &Raft,
+    ns: std::ops::RangeInclusive<u64>,
+) -> (Vec<(u64, PushResult)>, LogId) {
+    let mut out = Vec::new();
+    let mut last = None;
+    for n in ns.clone() {
+        let (id, outcome) = write(raft, push_entry(n)).await;
+        out.push(outcome);
+        last = Some(id);
+    }
+    (push_results(ns, out), last.expect("a non-empty range"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_state_survives_snapshot_purge_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+
+    let Started {
+        raft,
+        mut log,
+        shared,
+        ..
+    } = start(data).await;
+    let (mut pushed, last_pushed) = push_range(&raft, 1..=300).await;
+    let segments_before = wal_segments(data);
+    assert!(
+        segments_before.len() >= 4,
+        "three hundred pushes should span several segments: {segments_before:?}"
+    );
+
+    // Nothing is written meanwhile, so the snapshot covers the last push
+    // and, keeping no log behind it, the purge reaches it too.
+    raft.trigger().snapshot().await.unwrap();
+    let snapshot_id = Some(last_pushed);
+    raft.wait(WAIT)
+        .metrics(
+            |m| m.snapshot == snapshot_id && m.purged == snapshot_id,
+            "snapshot built and log purged",
+        )
+        .await
+        .unwrap();
+    let segments_after = wal_segments(data);
+    assert!(
+        !segments_after.contains(&0) && segments_after.len() < segments_before.len(),
+        "the purge must release old segments: before {segments_before:?}, after {segments_after:?}"
+    );
+
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, snapshot_id);
+    assert!(log.try_get_log_entries(..).await.unwrap().is_empty());
+
+    let (more, last_pushed) = push_range(&raft, 301..=500).await;
+    pushed.extend(more);
+    let before = shared.machine.read().state.clone();
+    assert_eq!(before.message_count(), 500);
+    assert_bodies(&shared, &pushed);
+
+    raft.shutdown().await.unwrap();
+    drop((raft, log, shared));
+
+    let Started {
+        raft,
+        mut log,
+        shared,
+        opened_applied,
+    } = start(data).await;
+    assert_eq!(
+        opened_applied, snapshot_id,
+        "the state machine reopens at its snapshot"
+    );
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, snapshot_id);
+    assert!(!wal_segments(data).contains(&0));
+
+    // The new leader's blank entry commits the tail, which is then applied.
+    raft.wait(WAIT)
+        .applied_index_at_least(Some(last_pushed.index), "the tail is applied")
+        .await
+        .unwrap();
+    assert_eq!(shared.machine.read().state, before);
+    assert_bodies(&shared, &pushed);
+
+    // A write after the election: applied on top of exactly that state.
+    let (_, outcome) = write(
+        &raft,
+        Entry {
+            now_ms: before.now_ms,
+            command: Command::Noop,
+        },
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Done);
+    let mut expected = before;
+    expected.applied_entries += 1;
+    assert_eq!(shared.machine.read().state, expected);
+    expected.check_invariants().unwrap();
+
+    raft.shutdown().await.unwrap();
+}

@@ -1,0 +1,83 @@
+//! What the consensus integration tests share: opening the stores the way
+//! the node lays out its data directory (the log under `raft/`, the state
+//! machine at the top), and a store builder for openraft's test suite.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::testing::{StoreBuilder, Suite};
+use regina_consensus::types::StorageError;
+use regina_consensus::{LogStore, StateMachineStore, TypeConfig};
+use regina_storage::{RealIo, WalOptions};
+use tempfile::TempDir;
+
+/// Small segments keep each fresh WAL cheap to zero-fill and let a modest
+/// log span several segment files.
+pub const SEGMENT_BYTES: u64 = 1 << 20;
+
+pub fn wal_options(segment_bytes: u64) -> WalOptions {
+    WalOptions {
+        segment_bytes,
+        ..WalOptions::default()
+    }
+}
+
+pub fn log_dir(data: &Path) -> PathBuf {
+    data.join("raft")
+}
+
+pub fn wal_dir(data: &Path) -> PathBuf {
+    log_dir(data).join("wal")
+}
+
+pub fn open_log(data: &Path, segment_bytes: u64) -> LogStore {
+    LogStore::open(&log_dir(data), wal_options(segment_bytes), Arc::new(RealIo))
+        .expect("open the log store")
+}
+
+pub fn open_sm(data: &Path) -> StateMachineStore {
+    StateMachineStore::open(data).expect("open the state machine")
+}
+
+/// Sequence numbers of the WAL segment files on disk, ascending.
+pub fn wal_segments(data: &Path) -> Vec<u64> {
+    let mut seqs: Vec<u64> = std::fs::read_dir(wal_dir(data))
+        .expect("list the WAL directory")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".wal")?.parse().ok()
+        })
+        .collect();
+    seqs.sort_unstable();
+    seqs
+}
+
+/// Builds both stores in a fresh temporary directory, which is returned as
+/// the guard so it outlives them.
+pub struct TempStores {
+    pub segment_bytes: u64,
+}
+
+impl Default for TempStores {
+    fn default() -> Self {
+        TempStores {
+            segment_bytes: SEGMENT_BYTES,
+        }
+    }
+}
+
+impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for TempStores {
+    async fn build(&self) -> Result<(TempDir, LogStore, StateMachineStore), StorageError> {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let log = open_log(dir.path(), self.segment_bytes);
+        let sm = open_sm(dir.path());
+        Ok((dir, log, sm))
+    }
+}
+
+/// openraft's suite over our stores; its public cases and helpers (such as
+/// `feed_10_logs_vote_self`) are the only way to append outside a running
+/// Raft, since openraft builds the append callback internally.
+pub type OurSuite = Suite<TypeConfig, LogStore, StateMachineStore, TempStores, TempDir>;
