@@ -14,3 +14,4 @@ cargo build --workspace --all-targets --locked
 cargo nextest run --workspace --locked --no-fail-fast
 
 scripts/queen-suite.sh core
+scripts/python-scenario.sh

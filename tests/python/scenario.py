@@ -1,0 +1,116 @@
+"""A push / consume / ack / consumer-group / DLQ scenario driven by the
+official Python client (queen-mq 2.6.0) against a running Regina.
+
+usage: python3 scenario.py http://127.0.0.1:PORT
+Exits non-zero, naming the failed check, when a check fails. Every wait is
+bounded.
+"""
+
+import asyncio
+import sys
+import time
+import uuid
+
+from queen import Queen
+
+CHECKS = []
+
+
+def check(name, ok, detail=""):
+    CHECKS.append((name, bool(ok)))
+    status = "ok" if ok else "FAILED"
+    print(f"{status}: {name}{(' - ' + str(detail)) if detail and not ok else ''}", flush=True)
+
+
+async def pop_until(client, queue, want, group=None, batch=50, seconds=10):
+    got = []
+    deadline = time.monotonic() + seconds
+    while len(got) < want and time.monotonic() < deadline:
+        b = client.queue(queue).batch(batch).wait(False)
+        if group:
+            b = b.group(group).subscription_mode("all")
+        msgs = await b.pop()
+        if not msgs:
+            await asyncio.sleep(0.1)
+            continue
+        got.extend(msgs)
+        res = await client.ack(msgs, True, {"group": group} if group else None)
+        if not res.get("success", False):
+            raise RuntimeError(f"ack failed: {res}")
+    return got
+
+
+async def main(url):
+    client = Queen(url)
+    q = f"py-scenario-{uuid.uuid4().hex[:8]}"
+
+    created = await client.queue(q).config({"retry_limit": 1, "lease_time": 5}).create()
+    check("configure answers configured", created.get("configured") is True, created)
+    check("configure echoes options", created.get("options", {}).get("retryLimit") == 1, created)
+
+    # Push 20 messages over two partitions, then one duplicate.
+    for part in ("alpha", "beta"):
+        res = await client.queue(q).partition(part).push(
+            [{"data": {"part": part, "n": n}, "transactionId": f"{part}-{n}"} for n in range(10)]
+        )
+        check(f"push to {part} is queued", all(r.get("status") == "queued" for r in res), res)
+    dup = await client.queue(q).partition("alpha").push([{"data": {"again": True}, "transactionId": "alpha-0"}])
+    check("a repeated transactionId is a duplicate", dup[0].get("status") == "duplicate", dup)
+
+    # Queue mode: every message once, in order within its partition.
+    got = await pop_until(client, q, 20)
+    check("queue mode receives all 20", len(got) == 20, len(got))
+    for part in ("alpha", "beta"):
+        ns = [m["data"]["n"] for m in got if m["data"].get("part") == part]
+        check(f"{part} arrives in order", ns == list(range(10)), ns)
+    check("nothing is delivered twice", len({m["transactionId"] for m in got}) == 20)
+
+    # Two consumer groups each see every message.
+    for g in ("billing", "audit"):
+        seen = await pop_until(client, q, 20, group=g)
+        check(f"group {g} receives all 20", len(seen) == 20, len(seen))
+
+    # consume(): a handler per message, acked automatically.
+    handled = []
+    q2 = f"{q}-consume"
+    await client.queue(q2).push([{"data": {"n": n}} for n in range(5)])
+
+    async def handler(msg):
+        handled.append(msg["data"]["n"])
+
+    await client.queue(q2).batch(5).wait(False).limit(5).idle_millis(3000).each().consume(handler)
+    check("consume() handles every message in order", handled == list(range(5)), handled)
+    left = await client.queue(q2).wait(False).pop()
+    check("consume() acked what it handled", left == [], left)
+
+    # DLQ: a message that fails retryLimit + 1 times lands in the DLQ with its reason.
+    q3 = f"{q}-dlq"
+    await client.queue(q3).config({"retry_limit": 1, "lease_time": 5}).create()
+    await client.queue(q3).push([{"data": {"poison": True}, "transactionId": "poison-1"}])
+    failures = 0
+    deadline = time.monotonic() + 10
+    while failures < 2 and time.monotonic() < deadline:
+        msgs = await client.queue(q3).wait(False).pop()
+        if not msgs:
+            await asyncio.sleep(0.1)
+            continue
+        res = await client.ack(msgs[0], "failed", {"error": "card declined"})
+        check(f"nack {failures + 1} accepted", res.get("success") is True, res)
+        failures += 1
+    after = await client.queue(q3).wait(False).pop()
+    check("a dead-lettered message is not redelivered", after == [], after)
+    dlq = await client.queue(q3).dlq().limit(10).get()
+    rows = dlq.get("messages", [])
+    check("the DLQ holds the message", len(rows) == 1 and rows[0].get("data") == {"poison": True}, dlq)
+    check("the DLQ row carries the nack's reason", rows and rows[0].get("errorMessage") == "card declined", dlq)
+
+    for name in (q, q2, q3):
+        await client.queue(name).delete()
+    await client.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
+    failed = [n for n, ok in CHECKS if not ok]
+    print(f"{len(CHECKS) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
