@@ -18,7 +18,8 @@
 //!   (a live lease covers it) or pending. [`StatusCounts`] counts by status,
 //!   so its four figures add up to `total`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::ops::Range;
 
 use crate::cursor::LeaseSlot;
@@ -82,7 +83,7 @@ pub fn kept_bytes(p: &Partition) -> u64 {
     p.msgs.iter().map(|m| m.len as u64).sum()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum MessageStatus {
     Pending,
     Processing,
@@ -163,12 +164,6 @@ impl<'a> QueueView<'a> {
             }
         }
         PartitionLens { p, done, leased, dead: self.dead.get(&p.id) }
-    }
-
-    /// Offsets of kept messages filed to the DLQ by any group.
-    pub fn dead_offsets(&self, pidx: u32) -> Vec<u64> {
-        let p = &self.q.partitions[pidx as usize];
-        self.dead.get(&p.id).map_or(Vec::new(), |s| s.range(p.base..p.next_offset()).copied().collect())
     }
 
     pub fn status(&self, pidx: u32, offset: u64) -> MessageStatus {
@@ -285,4 +280,400 @@ pub fn locate(state: &State, partition_id: u64, transaction_id: &str) -> Option<
     let offset = p.find_txn(txn_hash(transaction_id), p.base..p.next_offset())?;
     let meta = *p.meta(offset)?;
     Some(Located { queue_id, pidx, offset, meta })
+}
+
+/// Queues by name, narrowed to one name and to labels.
+fn queues_where<'a>(
+    state: &'a State,
+    name: Option<&'a str>,
+    namespace: Option<&'a str>,
+    task: Option<&'a str>,
+) -> impl Iterator<Item = &'a Queue> {
+    state
+        .queue_names
+        .iter()
+        .filter(move |(n, _)| name.is_none_or(|x| x == n.as_str()))
+        .filter_map(|(_, id)| state.queues.get(id))
+        .filter(move |q| namespace.is_none_or(|n| q.namespace.as_deref() == Some(n)))
+        .filter(move |q| task.is_none_or(|t| q.task.as_deref() == Some(t)))
+}
+
+/// What a page of messages is narrowed by; `None` keeps everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MessageFilter<'a> {
+    pub queue: Option<&'a str>,
+    pub partition: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub task: Option<&'a str>,
+    pub status: Option<MessageStatus>,
+    /// Created at or after this instant (ms).
+    pub from_ms: Option<u64>,
+    /// Created before this instant (ms).
+    pub to_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageRow {
+    pub queue: String,
+    pub partition: String,
+    pub partition_id: u64,
+    pub namespace: Option<String>,
+    pub task: Option<String>,
+    pub offset: u64,
+    pub meta: MsgMeta,
+    pub status: MessageStatus,
+}
+
+/// A page of kept messages, newest first (ties: queue name, partition
+/// creation order, then the higher offset). Creation times never go down
+/// along a partition, so each partition is read backwards from its tail,
+/// and only until it can no longer beat the `skip + limit` best kept so far.
+pub fn messages(state: &State, f: &MessageFilter, skip: usize, limit: usize, now_ms: u64) -> Vec<MessageRow> {
+    let need = skip.saturating_add(limit);
+    // Smaller is newer; the heap's top is the worst of the best `need`.
+    type Key<'a> = (Reverse<u64>, &'a str, u32, Reverse<u64>);
+    let mut best: BinaryHeap<(Key, MessageStatus)> = BinaryHeap::new();
+    if need == 0 {
+        return Vec::new();
+    }
+    for q in queues_where(state, f.queue, f.namespace, f.task) {
+        let view = QueueView::new(q, now_ms);
+        for (pidx, p) in q.partitions.iter().enumerate() {
+            if f.partition.is_some_and(|n| n != p.name) {
+                continue;
+            }
+            let lens = view.lens(pidx as u32);
+            let lo = f.from_ms.map_or(p.base, |t| p.first_at_or_after(t));
+            let hi = f.to_ms.map_or(p.next_offset(), |t| p.first_at_or_after(t));
+            for off in (lo..hi).rev() {
+                let created = p.meta(off).map_or(0, |m| m.created_ms);
+                let key = (Reverse(created), q.name.as_str(), pidx as u32, Reverse(off));
+                if best.len() >= need && best.peek().is_some_and(|(worst, _)| key >= *worst) {
+                    break;
+                }
+                let st = lens.status(off);
+                if f.status.is_some_and(|s| s != st) {
+                    continue;
+                }
+                best.push((key, st));
+                if best.len() > need {
+                    best.pop();
+                }
+            }
+        }
+    }
+    best.into_sorted_vec()
+        .into_iter()
+        .skip(skip)
+        .filter_map(|((Reverse(_), qname, pidx, Reverse(offset)), status)| {
+            let q = state.queue(qname)?;
+            let p = &q.partitions[pidx as usize];
+            Some(MessageRow {
+                queue: q.name.clone(),
+                partition: p.name.clone(),
+                partition_id: p.id,
+                namespace: q.namespace.clone(),
+                task: q.task.clone(),
+                offset,
+                meta: *p.meta(offset)?,
+                status,
+            })
+        })
+        .collect()
+}
+
+/// Whether queue mode reads the queues named (all with `None`), and how many
+/// distinct named groups do.
+pub fn reader_mix(state: &State, queue: Option<&str>) -> (bool, usize) {
+    let mut queue_mode = false;
+    let mut named = BTreeSet::new();
+    for q in queues_where(state, queue, None, None) {
+        for (_, g) in groups(q) {
+            if g.name == regina_types::QUEUE_MODE_GROUP {
+                queue_mode = true;
+            } else {
+                named.insert(g.name.as_str());
+            }
+        }
+    }
+    (queue_mode, named.len())
+}
+
+/// Rounded seconds from `since_ms` to `now_ms`.
+pub fn lag_seconds(now_ms: u64, since_ms: u64) -> u64 {
+    (now_ms.saturating_sub(since_ms) + 500) / 1000
+}
+
+/// One group in one partition where it has a cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lane {
+    pub queue: String,
+    pub partition: String,
+    pub partition_id: u64,
+    pub group: String,
+    pub position: u64,
+    pub depth: u64,
+    /// The live lease: its id, expiry, and the unsettled offsets it covers.
+    pub lease: Option<(String, u64, u64)>,
+    /// Creation time of the oldest message the group has not settled.
+    pub oldest_unsettled_ms: Option<u64>,
+}
+
+/// Every lane (queues by name, partitions in creation order, groups in
+/// registration order); `only` keeps one group name.
+pub fn lanes(state: &State, only: Option<&str>, now_ms: u64) -> Vec<Lane> {
+    let mut out = Vec::new();
+    for q in queues_where(state, None, None, None) {
+        for (pidx, p) in q.partitions.iter().enumerate() {
+            let pidx = pidx as u32;
+            for (g, group) in groups(q) {
+                if only.is_some_and(|o| o != group.name) || p.cursor(g).is_none() {
+                    continue;
+                }
+                let pos = position(q, pidx, g);
+                out.push(Lane {
+                    queue: q.name.clone(),
+                    partition: p.name.clone(),
+                    partition_id: p.id,
+                    group: group.name.clone(),
+                    position: pos,
+                    depth: p.next_offset().saturating_sub(pos),
+                    lease: live_lease(q, pidx, g, now_ms).map(|(l, r)| (l.id.clone(), l.expires_ms, r.end - r.start)),
+                    oldest_unsettled_ms: created_at(p, pos),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Lanes whose oldest unsettled message is at least `min_lag_s` old, oldest
+/// first, each with that age in seconds.
+pub fn lagging(state: &State, min_lag_s: u64, now_ms: u64) -> Vec<(Lane, u64)> {
+    let mut rows: Vec<(Lane, u64)> = lanes(state, None, now_ms)
+        .into_iter()
+        .filter_map(|l| {
+            let lag = lag_seconds(now_ms, l.oldest_unsettled_ms?);
+            (lag >= min_lag_s).then_some((l, lag))
+        })
+        .collect();
+    rows.sort_by_key(|r| Reverse(r.1));
+    rows
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRow {
+    pub queue: String,
+    pub name: String,
+    pub id: u64,
+    pub depth: u64,
+    pub counts: StatusCounts,
+    /// Creation time of the oldest message the slowest reader has not settled.
+    pub oldest_unsettled_ms: Option<u64>,
+    pub created_ms: u64,
+    pub last_write_ms: u64,
+    pub base: u64,
+    pub next_offset: u64,
+}
+
+pub fn partition_row(view: &QueueView, pidx: u32) -> PartitionRow {
+    let (q, p) = (view.q, &view.q.partitions[pidx as usize]);
+    PartitionRow {
+        queue: q.name.clone(),
+        name: p.name.clone(),
+        id: p.id,
+        depth: depth(q, pidx),
+        counts: view.partition_counts(pidx),
+        oldest_unsettled_ms: created_at(p, slowest(q, pidx).unwrap_or(p.base)),
+        created_ms: p.created_ms,
+        last_write_ms: p.last_write_ms,
+        base: p.base,
+        next_offset: p.next_offset(),
+    }
+}
+
+/// Partitions deepest first (ties: queue name, then creation order), of one
+/// queue or of all, at most `limit`.
+pub fn ranked_partitions(state: &State, queue: Option<&str>, limit: usize, now_ms: u64) -> Vec<PartitionRow> {
+    let mut rows = Vec::new();
+    for q in queues_where(state, queue, None, None) {
+        let view = QueueView::new(q, now_ms);
+        rows.extend((0..q.partitions.len() as u32).map(|i| partition_row(&view, i)));
+    }
+    // A stable sort keeps the name-then-creation order among equals.
+    rows.sort_by_key(|r| Reverse(r.depth));
+    rows.truncate(limit);
+    rows
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSummary {
+    pub id: u32,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub task: Option<String>,
+    pub priority: i64,
+    pub created_ms: u64,
+    pub partitions: u64,
+    pub counts: StatusCounts,
+    /// Sum of the partitions' queue-level depths.
+    pub depth: u64,
+    /// Body bytes of the kept messages.
+    pub bytes: u64,
+    /// Rows in the dead-letter list, kept message or not.
+    pub dlq_rows: u64,
+    pub groups: u64,
+    pub last_write_ms: Option<u64>,
+}
+
+pub fn queue_summary(q: &Queue, now_ms: u64) -> QueueSummary {
+    let view = QueueView::new(q, now_ms);
+    QueueSummary {
+        id: q.id,
+        name: q.name.clone(),
+        namespace: q.namespace.clone(),
+        task: q.task.clone(),
+        priority: q.options.priority,
+        created_ms: q.created_ms,
+        partitions: q.partitions.len() as u64,
+        counts: view.totals(),
+        depth: (0..q.partitions.len() as u32).map(|i| depth(q, i)).sum(),
+        bytes: q.partitions.iter().map(kept_bytes).sum(),
+        dlq_rows: q.dlq.len() as u64,
+        groups: groups(q).count() as u64,
+        last_write_ms: q.partitions.iter().map(|p| p.last_write_ms).max(),
+    }
+}
+
+/// Every queue's summary, by name.
+pub fn queue_summaries(state: &State, now_ms: u64) -> Vec<QueueSummary> {
+    queues_where(state, None, None, None).map(|q| queue_summary(q, now_ms)).collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchError {
+    UnknownQueue,
+    OutOfRange,
+}
+
+/// What a read by offset of one partition returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchPlan {
+    pub high_watermark: u64,
+    pub log_start: u64,
+    pub records: Vec<(u64, MsgMeta)>,
+    pub error: Option<FetchError>,
+}
+
+/// Records of `queue`/`partition` from `offset`, within `entry_bytes` of
+/// body bytes and what is left of the call's `call_bytes` (which it
+/// spends), at most `records_max`. The first record is returned even when
+/// it alone is over the entry's budget, so a large message cannot stall a
+/// reader; an entry gets nothing once the call's budget is spent. A
+/// partition never written of an existing queue is an empty log.
+pub fn plan_fetch(
+    state: &State,
+    queue: &str,
+    partition: &str,
+    offset: u64,
+    entry_bytes: u64,
+    call_bytes: &mut u64,
+    records_max: usize,
+) -> FetchPlan {
+    let Some(q) = state.queue(queue) else {
+        return FetchPlan { error: Some(FetchError::UnknownQueue), ..Default::default() };
+    };
+    let Some(p) = q.partition_by_name(partition).map(|i| &q.partitions[i as usize]) else {
+        return FetchPlan::default();
+    };
+    let mut plan = FetchPlan { high_watermark: p.next_offset(), log_start: p.base, ..Default::default() };
+    if offset < p.base || offset > p.next_offset() {
+        plan.error = Some(FetchError::OutOfRange);
+        return plan;
+    }
+    let mut used = 0u64;
+    for off in offset..p.next_offset() {
+        let Some(m) = p.meta(off) else { break };
+        let weight = (m.len as u64).max(1);
+        let over = used + weight > entry_bytes || weight > *call_bytes;
+        if *call_bytes == 0 || plan.records.len() >= records_max || (!plan.records.is_empty() && over) {
+            break;
+        }
+        used += weight;
+        *call_bytes = call_bytes.saturating_sub(weight);
+        plan.records.push((off, *m));
+    }
+    plan
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedRow {
+    pub name: String,
+    pub id: u64,
+    /// Offset of the last message written (retention may have dropped it
+    /// since); -1 when the partition was never written.
+    pub last_offset: i64,
+    pub log_start: u64,
+    pub last_write_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedPage {
+    pub rows: Vec<ChangedRow>,
+    /// Where the next page starts (a partition's creation index) when this
+    /// one filled; `None` ends the pass.
+    pub next: Option<usize>,
+}
+
+/// Partitions of `q` in creation order from index `start`, written at or
+/// after `since_ms` when given, at most `limit`.
+pub fn changed(q: &Queue, since_ms: Option<u64>, start: usize, limit: usize) -> ChangedPage {
+    let mut rows = Vec::new();
+    let mut next = None;
+    for (i, p) in q.partitions.iter().enumerate().skip(start) {
+        if since_ms.is_some_and(|s| p.last_write_ms < s) {
+            continue;
+        }
+        rows.push(ChangedRow {
+            name: p.name.clone(),
+            id: p.id,
+            last_offset: p.next_offset() as i64 - 1,
+            log_start: p.base,
+            last_write_ms: p.last_write_ms,
+        });
+        if rows.len() >= limit {
+            next = Some(i + 1);
+            break;
+        }
+    }
+    ChangedPage { rows, next }
+}
+
+/// Per time bucket, from `from_ms` in `buckets` steps of `bucket_ms`: kept
+/// messages created in it, and dead-letter rows filed in it, of one queue or
+/// of all. The state holds no history, so messages retention has dropped are
+/// not counted.
+pub fn activity(state: &State, queue: Option<&str>, from_ms: u64, bucket_ms: u64, buckets: usize) -> Vec<(u64, u64)> {
+    let bucket_ms = bucket_ms.max(1);
+    let edge = |i: usize| from_ms.saturating_add(bucket_ms.saturating_mul(i as u64));
+    let mut out = vec![(0u64, 0u64); buckets];
+    for q in queues_where(state, queue, None, None) {
+        for p in &q.partitions {
+            let mut lo = p.first_at_or_after(edge(0));
+            for (i, slot) in out.iter_mut().enumerate() {
+                let hi = p.first_at_or_after(edge(i + 1));
+                slot.0 += hi - lo;
+                lo = hi;
+            }
+        }
+        for e in &q.dlq {
+            if e.failed_ms >= from_ms {
+                let i = ((e.failed_ms - from_ms) / bucket_ms) as usize;
+                if let Some(slot) = out.get_mut(i) {
+                    slot.1 += 1;
+                }
+            }
+        }
+    }
+    out
 }

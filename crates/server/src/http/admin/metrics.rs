@@ -1,0 +1,176 @@
+//! `/metrics`: the same figures for two audiences. A Prometheus scraper
+//! asks for `text/plain` or OpenMetrics in its `Accept` header and gets the
+//! text exposition (format 0.0.4); any other caller (the Queen clients read
+//! this route as JSON) gets a JSON object. `/metrics/prometheus` is always
+//! the text exposition.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use regina_state::views::{self, QueueSummary, StatusCounts};
+
+use super::process::ProcessFigures;
+use super::{now_ms, uptime_seconds};
+use crate::node::Node;
+
+const PROMETHEUS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Everything both renderings show, gathered under one read of the state.
+struct Figures {
+    queues: Vec<QueueSummary>,
+    totals: StatusCounts,
+    leases: u64,
+    applied_entries: u64,
+    applied_index: Option<u64>,
+    last_log_index: Option<u64>,
+    term: u64,
+    process: ProcessFigures,
+    uptime: u64,
+}
+
+fn gather(node: &Node) -> Figures {
+    let (queues, leases, applied_entries) = {
+        let m = node.shared.machine.read();
+        let now = now_ms(m.state.now_ms);
+        let live = m.state.leases.values().filter(|l| l.expires_ms > now).count() as u64;
+        (views::queue_summaries(&m.state, now), live, m.state.applied_entries)
+    };
+    let mut totals = StatusCounts::default();
+    queues.iter().for_each(|q| totals.add(q.counts));
+    let raft = node.raft.metrics().borrow().clone();
+    Figures {
+        queues,
+        totals,
+        leases,
+        applied_entries,
+        applied_index: raft.last_applied.map(|l| l.index),
+        last_log_index: raft.last_log_index,
+        term: raft.current_term,
+        process: ProcessFigures::read(),
+        uptime: uptime_seconds(),
+    }
+}
+
+fn wants_text(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        let v = v.to_ascii_lowercase();
+        v.contains("text/plain") || v.contains("openmetrics")
+    })
+}
+
+/// `GET /metrics`: text for a scraper, JSON for everyone else.
+pub async fn metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
+    let f = gather(&node);
+    if wants_text(&headers) {
+        return text_response(&f);
+    }
+    let partitions: u64 = f.queues.iter().map(|q| q.partitions).sum();
+    let per_queue: Vec<_> = f
+        .queues
+        .iter()
+        .map(|q| json!({ "queue": q.name, "messages": q.counts.total, "depth": q.depth, "deadLetterRows": q.dlq_rows }))
+        .collect();
+    // HTTP requests are not counted; `requests` reports the log entries
+    // applied, i.e. every write that reached the state machine.
+    Json(json!({
+        "uptime": { "seconds": f.uptime },
+        "cpu": { "userSeconds": f.process.user_seconds, "systemSeconds": f.process.system_seconds },
+        "memory": { "residentBytes": f.process.resident_bytes, "virtualBytes": f.process.virtual_bytes },
+        "messages": {
+            "total": f.totals.total,
+            "pending": f.totals.pending,
+            "processing": f.totals.processing,
+            "completed": f.totals.completed,
+            "deadLetter": f.totals.dead_letter,
+            "depth": f.queues.iter().map(|q| q.depth).sum::<u64>(),
+        },
+        "requests": { "appliedEntries": f.applied_entries },
+        "queues": { "total": f.queues.len(), "partitions": partitions, "perQueue": per_queue },
+        "leases": { "active": f.leases },
+        "raft": { "appliedIndex": f.applied_index, "lastLogIndex": f.last_log_index, "term": f.term },
+    }))
+    .into_response()
+}
+
+/// `GET /metrics/prometheus`: always the text exposition.
+pub async fn prometheus(State(node): State<Arc<Node>>) -> Response {
+    text_response(&gather(&node))
+}
+
+fn text_response(f: &Figures) -> Response {
+    let mut resp = render_text(f).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TYPE));
+    resp
+}
+
+/// A label value with `\`, `"` and newlines escaped as the format requires.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn render_text(f: &Figures) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let one = |v: u64| vec![(String::new(), v.to_string())];
+    let opt = |v: Option<u64>| v.map_or_else(Vec::new, one);
+    let per_queue = |get: fn(&QueueSummary) -> u64| -> Vec<(String, String)> {
+        f.queues.iter().map(|q| (format!("{{queue=\"{}\"}}", label(&q.name)), get(q).to_string())).collect()
+    };
+    metric("regina_queues", "gauge", "Queues that exist.", &one(f.queues.len() as u64));
+    metric(
+        "regina_partitions",
+        "gauge",
+        "Partitions across all queues.",
+        &one(f.queues.iter().map(|q| q.partitions).sum()),
+    );
+    metric("regina_messages", "gauge", "Messages kept across all queues.", &one(f.totals.total));
+    metric("regina_leases_active", "gauge", "Live leases (one per pop that claimed messages).", &one(f.leases));
+    metric("regina_queue_messages", "gauge", "Messages kept, per queue.", &per_queue(|q| q.counts.total));
+    metric(
+        "regina_queue_pending",
+        "gauge",
+        "Messages the slowest group has not settled, per queue.",
+        &per_queue(|q| q.depth),
+    );
+    metric(
+        "regina_queue_processing",
+        "gauge",
+        "Messages under a live lease, per queue.",
+        &per_queue(|q| q.counts.processing),
+    );
+    metric("regina_queue_dead_letters", "gauge", "Dead-letter rows, per queue.", &per_queue(|q| q.dlq_rows));
+    metric("regina_queue_retained_bytes", "gauge", "Body bytes of kept messages, per queue.", &per_queue(|q| q.bytes));
+    metric(
+        "regina_applied_entries_total",
+        "counter",
+        "Log entries applied to the state machine.",
+        &one(f.applied_entries),
+    );
+    metric("regina_raft_applied_index", "gauge", "Index of the last applied log entry.", &opt(f.applied_index));
+    metric("regina_raft_last_log_index", "gauge", "Index of the last log entry.", &opt(f.last_log_index));
+    metric("regina_raft_term", "gauge", "Current Raft term.", &one(f.term));
+    metric("regina_uptime_seconds", "gauge", "Seconds since this process started serving.", &one(f.uptime));
+    if let Some(rss) = f.process.resident_bytes {
+        metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", &one(rss));
+    }
+    if let Some(cpu) = f.process.cpu_seconds() {
+        metric(
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, seconds.",
+            &[(String::new(), format!("{cpu}"))],
+        );
+    }
+    out
+}
