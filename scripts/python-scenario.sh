@@ -3,7 +3,7 @@
 # pinned below, installed with pip) against a freshly started Regina.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-python3 -m pip install --quiet --disable-pip-version-check "queen-mq==2.6.0"
+python3 -m pip install --quiet --disable-pip-version-check "queen-mq[zstd]==2.6.0"
 (cd "$root" && cargo build --release -p regina-server --bin regina >/dev/null)
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 data_dir="$(mktemp -d)"

@@ -108,6 +108,38 @@ async def main(url):
         await client.queue(name).delete()
     await client.close()
 
+    # The binary wire forms: QPB1 pushes (plain and zstd-framed) and QPF1 pops.
+    for label, opts in (
+        ("binary push", {"binary_push": True}),
+        ("compressed binary push, framed pop", {"binary_push": True, "push_compression": True, "framed_pop": True}),
+    ):
+        bc = Queen(url, **opts)
+        qb = f"{q}-bin-{len(label)}"
+        payloads = [{"n": n, "text": "é✓" * n} for n in range(5)] + ["plain string", 42, None]
+        res = await bc.queue(qb).partition("lane").push([{"data": p} for p in payloads])
+        check(f"{label}: every item queued", len(res) == len(payloads) and all(r.get("status") == "queued" for r in res), res)
+        got = await pop_until(bc, qb, len(payloads), batch=20)
+        check(f"{label}: payloads round-trip in order", [m["data"] for m in got] == payloads, [m["data"] for m in got])
+        ids = [r.get("message_id") for r in res]
+        check(f"{label}: message ids match the push answer", [m["id"] for m in got] == ids, (ids, [m["id"] for m in got]))
+        # A step: ack one message and push its follow-up, as one commit
+        # (sent as the binary QTB1 body by the compressing client).
+        await bc.queue(qb).push([{"data": {"step": 1}, "transactionId": f"{qb}-step"}])
+        msgs = []
+        for _ in range(50):
+            msgs = await bc.queue(qb).wait(False).pop()
+            if msgs:
+                break
+            await asyncio.sleep(0.1)
+        out_q = f"{qb}-next"
+        tx = await bc.transaction().ack(msgs[0]).queue(out_q).push([{"data": {"step": 2}}]).commit()
+        check(f"{label}: a transaction commits", tx.get("success") is True, tx)
+        nxt = await pop_until(bc, out_q, 1)
+        check(f"{label}: the step's push landed once", [m["data"] for m in nxt] == [{"step": 2}], nxt)
+        await bc.queue(out_q).delete()
+        await bc.queue(qb).delete()
+        await bc.close()
+
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1]))

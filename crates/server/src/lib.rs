@@ -29,21 +29,23 @@ pub async fn serve(
 ) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let node = Node::open(data_dir, addr.to_string()).await?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    node.spawn_background(stop_rx);
-    tracing::info!(
-        "regina serving on http://{addr} with data in {}",
-        data_dir.display()
-    );
+    node.spawn_background();
+    node.spawn_timer_driver();
+    tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());
     let app = http::router(node.clone());
-    let app = tower::ServiceBuilder::new()
-        .map_request(collapse_leading_slashes)
-        .service(app);
+    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(app);
+    let stopping = node.clone();
+    let signal = async move {
+        shutdown.await;
+        // Parked long polls answer now, so the graceful stop does not wait
+        // out their timeouts.
+        stopping.begin_stop();
+    };
     let served = axum::serve(listener, tower::make::Shared::new(app))
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(signal)
         .await
         .map_err(|e| e.to_string());
-    let _ = stop_tx.send(true);
+    node.begin_stop();
     node.shutdown().await;
     served
 }

@@ -95,7 +95,7 @@ impl State {
         };
         let slot = (qid, pidx, gid);
         let p = &q.partitions[pidx as usize];
-        let (retry_limit, to_dlq) = (q.options.retry_limit, q.options.dlq_after_max_retries);
+        let (retry_limit, to_dlq) = (q.options.retry_limit, q.options.dead_letters());
         let Some(c) = planned_cursor(&mut plan.cursors, self, slot) else {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };

@@ -3,9 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use regina_types::limits::{
-    DEDUP_WINDOW_SECONDS_DEFAULT, LEASE_SECONDS_DEFAULT_CONFIGURED, RETRY_LIMIT_DEFAULT,
-};
+use regina_types::limits::{DEDUP_WINDOW_SECONDS_DEFAULT, LEASE_SECONDS_DEFAULT_CONFIGURED, RETRY_LIMIT_DEFAULT};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueOptions {
@@ -29,9 +27,26 @@ pub struct QueueOptions {
     /// Transaction ids are remembered this long per partition; 0 = only
     /// within one request.
     pub dedup_window_seconds: u64,
+    /// Dead-lettering is off only when this and `dlq_after_max_retries` are
+    /// both false (the clients' documented OR).
+    pub dead_letter_queue: bool,
+    /// Stored and reported; like upstream, not enforced on the hot path
+    /// (a nack makes the partition claimable at once).
+    pub retry_delay_ms: u64,
+    /// Stored and reported; retention is what drops old messages.
+    pub ttl: u64,
+    /// Caps a long poll on this queue, seconds; 0 = the request's timeout.
+    pub max_wait_time_seconds: u64,
+    /// Stored and reported, in ms, clamped to the pop wait limit.
+    pub min_pop_wait_time_ms: u64,
 }
 
 impl QueueOptions {
+    /// Whether exhausted messages go to the dead-letter list.
+    pub fn dead_letters(&self) -> bool {
+        self.dlq_after_max_retries || self.dead_letter_queue
+    }
+
     /// Defaults of a queue created by configure.
     pub fn configured_defaults() -> Self {
         QueueOptions {
@@ -47,15 +62,17 @@ impl QueueOptions {
             encryption_enabled: false,
             dlq_after_max_retries: true,
             dedup_window_seconds: DEDUP_WINDOW_SECONDS_DEFAULT,
+            dead_letter_queue: true,
+            retry_delay_ms: 0,
+            ttl: 0,
+            max_wait_time_seconds: 0,
+            min_pop_wait_time_ms: 0,
         }
     }
 
     /// Defaults of a queue created by its first push.
     pub fn pushed_defaults() -> Self {
-        QueueOptions {
-            lease_time: regina_types::limits::LEASE_SECONDS_DEFAULT_PUSHED,
-            ..Self::configured_defaults()
-        }
+        QueueOptions { lease_time: regina_types::limits::LEASE_SECONDS_DEFAULT_PUSHED, ..Self::configured_defaults() }
     }
 
     pub fn apply(&mut self, patch: &OptionsPatch) {
@@ -74,7 +91,12 @@ impl QueueOptions {
             retention_enabled,
             encryption_enabled,
             dlq_after_max_retries,
-            dedup_window_seconds
+            dedup_window_seconds,
+            dead_letter_queue,
+            retry_delay_ms,
+            ttl,
+            max_wait_time_seconds,
+            min_pop_wait_time_ms
         );
     }
 }
@@ -94,4 +116,9 @@ pub struct OptionsPatch {
     pub encryption_enabled: Option<bool>,
     pub dlq_after_max_retries: Option<bool>,
     pub dedup_window_seconds: Option<u64>,
+    pub dead_letter_queue: Option<bool>,
+    pub retry_delay_ms: Option<u64>,
+    pub ttl: Option<u64>,
+    pub max_wait_time_seconds: Option<u64>,
+    pub min_pop_wait_time_ms: Option<u64>,
 }

@@ -116,7 +116,8 @@ pub async fn set_subscription(
     Ok(axum::Json(json!({
         "success": true,
         "consumerGroup": group,
-        "newTimestamp": format_iso(from_ms),
+        // The time as the caller wrote it: clients compare it as a string.
+        "newTimestamp": ts,
         "rowsUpdated": n,
     }))
     .into_response())
@@ -149,7 +150,10 @@ pub async fn retry_dead_letter(
     let (entry, queue) = {
         let m = node.shared.machine.read();
         let Some(e) = m.state.dead_letter(partition_id, &txn).cloned() else {
-            return Err(ApiError::not_found("not_found", "no dead-letter row for that message; retry replays DLQ rows"));
+            return Err(ApiError::not_found(
+                "not_found",
+                "no dead-letter row for that message; retry replays DLQ rows",
+            ));
         };
         let (qid, _) = m.state.partition_ids[&partition_id];
         (e, m.state.queues[&qid].name.clone())

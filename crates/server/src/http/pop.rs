@@ -12,13 +12,13 @@ use regina_state::command::{PopCmd, PopTarget, Subscription};
 use regina_state::outcome::PopResult;
 use regina_state::{Command, Outcome};
 use regina_types::limits::{
-    LEASE_SECONDS_MAX, POP_BATCH_DEFAULT, POP_BATCH_MAX, POP_PARTITIONS_MAX, POP_WAIT_MS_DEFAULT,
-    POP_WAIT_MS_MAX,
+    LEASE_SECONDS_MAX, POP_BATCH_DEFAULT, POP_BATCH_MAX, POP_PARTITIONS_MAX, POP_WAIT_MS_DEFAULT, POP_WAIT_MS_MAX,
 };
 use regina_types::time::parse_iso;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 
 use super::error::{ApiError, ApiResult};
+use super::frames;
 use super::input::{query_bool, query_get, query_pairs, query_u64};
 use super::render::pop_json;
 use crate::node::Node;
@@ -33,15 +33,7 @@ pub async fn pop_queue(
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
-    run(
-        node,
-        PopTarget::Queue {
-            queue,
-            partition: None,
-        },
-        q,
-    )
-    .await
+    run(node, PopTarget::Queue { queue, partition: None }, q).await
 }
 
 pub async fn pop_partition(
@@ -51,36 +43,21 @@ pub async fn pop_partition(
 ) -> ApiResult<Response> {
     validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
     validate_name(NameKind::Partition, &partition).map_err(ApiError::from_name)?;
-    run(
-        node,
-        PopTarget::Queue {
-            queue,
-            partition: Some(partition),
-        },
-        q,
-    )
-    .await
+    run(node, PopTarget::Queue { queue, partition: Some(partition) }, q).await
 }
 
-pub async fn pop_discovery(
-    State(node): State<Arc<Node>>,
-    RawQuery(q): RawQuery,
-) -> ApiResult<Response> {
+pub async fn pop_discovery(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Response> {
     let pairs = query_pairs(q.as_deref())?;
     let label = |key: &str, kind| -> ApiResult<Option<String>> {
         match query_get(&pairs, key) {
             None | Some("") => Ok(None),
-            Some(v) => validate_name(kind, v)
-                .map(|_| Some(v.to_string()))
-                .map_err(ApiError::from_name),
+            Some(v) => validate_name(kind, v).map(|_| Some(v.to_string())).map_err(ApiError::from_name),
         }
     };
     let namespace = label("namespace", NameKind::Namespace)?;
     let task = label("task", NameKind::Task)?;
     if namespace.is_none() && task.is_none() {
-        return Err(ApiError::bad_request(
-            "a pop without a queue needs namespace or task",
-        ));
+        return Err(ApiError::bad_request("a pop without a queue needs namespace or task"));
     }
     run(node, PopTarget::Discovery { namespace, task }, q).await
 }
@@ -89,6 +66,8 @@ struct PopRequest {
     cmd: PopCmd,
     wait: bool,
     timeout: Duration,
+    /// Answer a non-empty pop as `QPF1` frames.
+    frames: bool,
 }
 
 fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequest> {
@@ -101,19 +80,14 @@ fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequ
         }
     };
     let autopilot = query_bool(&pairs, "autopilot")?.unwrap_or(false);
-    let batch = query_u64(&pairs, "batch", 1, POP_BATCH_MAX as u64)?
-        .map_or(POP_BATCH_DEFAULT, |b| b as u32);
+    let batch = query_u64(&pairs, "batch", 1, POP_BATCH_MAX as u64)?.map_or(POP_BATCH_DEFAULT, |b| b as u32);
     let partitions = query_u64(&pairs, "partitions", 1, u32::MAX as u64)?
         .map(|p| (p as u32).min(POP_PARTITIONS_MAX))
         // Under autopilot an unset width is the broker's choice: every ready lane.
         .unwrap_or(if autopilot { POP_PARTITIONS_MAX } else { 1 });
     let wait = query_bool(&pairs, "wait")?.unwrap_or(false);
-    let timeout_ms = query_u64(&pairs, "timeout", 0, u64::MAX)?
-        .unwrap_or(POP_WAIT_MS_DEFAULT)
-        .min(POP_WAIT_MS_MAX);
-    let lease_ms = query_u64(&pairs, "leaseSeconds", 0, LEASE_SECONDS_MAX)?
-        .filter(|s| *s > 0)
-        .map(|s| s * 1000);
+    let timeout_ms = query_u64(&pairs, "timeout", 0, u64::MAX)?.unwrap_or(POP_WAIT_MS_DEFAULT).min(POP_WAIT_MS_MAX);
+    let lease_ms = query_u64(&pairs, "leaseSeconds", 0, LEASE_SECONDS_MAX)?.filter(|s| *s > 0).map(|s| s * 1000);
     let auto_ack = query_bool(&pairs, "autoAck")?.unwrap_or(false);
     let subscription = subscription(&pairs, group == QUEUE_MODE_GROUP, node.stamp())?;
     let cmd = PopCmd {
@@ -126,11 +100,8 @@ fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequ
         auto_ack,
         subscription,
     };
-    Ok(PopRequest {
-        cmd,
-        wait,
-        timeout: Duration::from_millis(timeout_ms),
-    })
+    let frames = query_bool(&pairs, "frames")?.unwrap_or(false);
+    Ok(PopRequest { cmd, wait, timeout: Duration::from_millis(timeout_ms), frames })
 }
 
 /// How a group meeting a queue for the first time is seeded. Queue mode
@@ -144,9 +115,7 @@ fn subscription(pairs: &[(String, String)], queue_mode: bool, now: u64) -> ApiRe
             return Ok(Subscription::New);
         }
         let ms = parse_iso(from).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "subscriptionFrom {from:?} is not `now` or an ISO-8601 time"
-            ))
+            ApiError::bad_request(format!("subscriptionFrom {from:?} is not `now` or an ISO-8601 time"))
         })?;
         return Ok(Subscription::From(ms.min(now)));
     }
@@ -164,6 +133,13 @@ fn subscription(pairs: &[(String, String)], queue_mode: bool, now: u64) -> ApiRe
 
 async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResult<Response> {
     let mut req = parse(&node, target, raw.as_deref())?;
+    if let PopTarget::Queue { queue, .. } = &req.cmd.target {
+        // A queue's maxWaitTimeSeconds caps how long a long poll may hold.
+        let cap = node.shared.machine.read().state.queue(queue).map_or(0, |q| q.options.max_wait_time_seconds);
+        if cap > 0 {
+            req.timeout = req.timeout.min(Duration::from_secs(cap));
+        }
+    }
     let deadline = Instant::now() + req.timeout;
     loop {
         let notified = node.shared.applied.notified();
@@ -171,8 +147,7 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
         notified.as_mut().enable();
         let act = {
             let m = node.shared.machine.read();
-            m.state
-                .pop_would_act(&req.cmd.target, &req.cmd.group, node.stamp())
+            m.state.pop_would_act(&req.cmd.target, &req.cmd.group, node.stamp())
         };
         if act {
             req.cmd.lease_id = uuid::Uuid::now_v7().to_string();
@@ -181,22 +156,28 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
                 return Err(ApiError::internal(format!("pop answered {outcome:?}")));
             };
             if !result.claims.is_empty() {
-                return respond(&node, &result, &req.cmd);
+                return respond(&node, &result, &req);
             }
         }
         let now = Instant::now();
         if !req.wait || now >= deadline {
-            return respond(&node, &PopResult::default(), &req.cmd);
+            return respond(&node, &PopResult::default(), &req);
         }
         let nap = RECHECK.min(deadline - now);
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep(nap) => {}
+            _ = node.stopped() => return respond(&node, &PopResult::default(), &req),
         }
     }
 }
 
-fn respond(node: &Node, result: &PopResult, cmd: &PopCmd) -> ApiResult<Response> {
+fn respond(node: &Node, result: &PopResult, req: &PopRequest) -> ApiResult<Response> {
+    let cmd = &req.cmd;
+    if req.frames && !result.claims.is_empty() {
+        let body = frames::encode(node, result, &cmd.group)?;
+        return Ok(([(axum::http::header::CONTENT_TYPE, frames::CONTENT_TYPE)], body).into_response());
+    }
     let hint = match &cmd.target {
         PopTarget::Queue { queue, .. } => queue.as_str(),
         PopTarget::Discovery { .. } => "",

@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use regina_state::command::{PushCmd, PushItem};
 use regina_state::outcome::PushStatus;
@@ -18,6 +18,7 @@ use regina_state::{BodyRecord, Command, Outcome};
 use regina_types::limits::{PAYLOAD_BYTES_MAX, PUSH_ITEMS_MAX, TRANSACTION_ID_BYTES_MAX};
 use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
+use super::binary;
 use super::error::{ApiError, ApiResult};
 use super::input::{body_bytes, json_body};
 use super::render::uuid_string;
@@ -43,83 +44,137 @@ pub(super) struct ItemBody<'a> {
     trace_id: Option<serde_json::Value>,
 }
 
-pub async fn push(
-    State(node): State<Arc<Node>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Response> {
+pub async fn push(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
+    if bytes.starts_with(binary::PUSH_MAGIC) {
+        return push_binary(node, &bytes).await;
+    }
     let parsed: PushBody = json_body(&bytes, false)?;
-    if parsed.items.is_empty() {
-        return Err(ApiError::bad_request("items must hold at least one item"));
-    }
-    if parsed.items.len() > PUSH_ITEMS_MAX {
-        return Err(ApiError::too_large(format!(
-            "{} items in one push; the limit is {PUSH_ITEMS_MAX}",
-            parsed.items.len()
-        )));
-    }
+    check_count(parsed.items.len())?;
+    // The plain push does not store trace ids (as upstream); a transaction's
+    // push does.
     let items = parsed
         .items
         .iter()
         .enumerate()
-        .map(|(i, it)| to_item(i, it))
+        .map(|(i, it)| to_item(i, it).map(|item| PushItem { trace_id: None, ..item }))
         .collect::<ApiResult<Vec<_>>>()?;
-    let names: Vec<(String, String)> = items
-        .iter()
-        .map(|i| (i.queue.clone(), i.transaction_id.clone()))
-        .collect();
-    let outcome = node.propose(Command::Push(PushCmd { items })).await?;
-    let Outcome::Push(results) = outcome else {
-        return Err(ApiError::internal(format!("push answered {outcome:?}")));
-    };
+    let results = store(&node, items.clone()).await?;
+    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+}
+
+async fn push_binary(node: Arc<Node>, bytes: &[u8]) -> ApiResult<Response> {
+    let (flags, parsed) = binary::parse_push(bytes).map_err(ApiError::bad_body)?;
+    check_count(parsed.len())?;
+    let items = parsed.into_iter().enumerate().map(|(i, b)| from_binary(i, b)).collect::<ApiResult<Vec<_>>>()?;
+    let results = store(&node, items.clone()).await?;
+    if flags & binary::FLAG_COUNTS != 0 {
+        let queued = results.iter().filter(|r| r.status == PushStatus::Queued).count();
+        let body = json!({ "count": results.len(), "queued": queued, "duplicate": results.len() - queued, "error": 0 });
+        return Ok((StatusCode::CREATED, axum::Json(body)).into_response());
+    }
+    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+}
+
+fn check_count(n: usize) -> ApiResult<()> {
+    if n == 0 {
+        return Err(ApiError::bad_request("items must hold at least one item"));
+    }
+    if n > PUSH_ITEMS_MAX {
+        return Err(ApiError::too_large(format!("{n} items in one push; the limit is {PUSH_ITEMS_MAX}")));
+    }
+    Ok(())
+}
+
+async fn store(node: &Node, items: Vec<PushItem>) -> ApiResult<Vec<regina_state::outcome::PushResult>> {
+    match node.propose(Command::Push(PushCmd { items })).await? {
+        Outcome::Push(results) => Ok(results),
+        other => Err(ApiError::internal(format!("push answered {other:?}"))),
+    }
+}
+
+/// The push answer: one element per item, in request order.
+fn render(node: &Node, items: &[PushItem], results: &[regina_state::outcome::PushResult]) -> ApiResult<Vec<Value>> {
     let mut out = Vec::with_capacity(results.len());
-    for (i, (r, (queue, txn))) in results.iter().zip(names).enumerate() {
+    for (i, (r, item)) in results.iter().zip(items).enumerate() {
         let id = match r.message_id {
             Some(id) => id,
-            None => original_id(&node, r.pos, r.len)?,
+            None => original_id(node, r.pos, r.len)?,
         };
         out.push(json!({
             "index": i,
             "message_id": uuid_string(&id),
-            "transaction_id": txn,
-            "transactionId": txn,
-            "queueName": queue,
+            "transaction_id": item.transaction_id,
+            "transactionId": item.transaction_id,
+            "queueName": item.queue,
             "partitionId": r.partition_id.to_string(),
             "offset": r.offset,
             "status": match r.status { PushStatus::Queued => "queued", PushStatus::Duplicate => "duplicate" },
         }));
     }
-    Ok((StatusCode::CREATED, axum::Json(out)).into_response())
+    Ok(out)
 }
 
 /// The id of an already stored message, read from its body.
 fn original_id(node: &Node, pos: u64, len: u32) -> ApiResult<[u8; 16]> {
-    let bytes = node
-        .shared
-        .read_body(pos, len)
-        .map_err(|e| ApiError::internal(format!("reading a body: {e}")))?;
-    BodyRecord::decode(&bytes)
-        .map(|b| b.id)
-        .ok_or_else(|| ApiError::internal("a stored body is unreadable"))
+    let bytes = node.shared.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a body: {e}")))?;
+    BodyRecord::decode(&bytes).map(|b| b.id).ok_or_else(|| ApiError::internal("a stored body is unreadable"))
 }
 
 pub(super) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
+    let payload = it.payload.map(|p| p.get().as_bytes().to_vec()).unwrap_or_else(|| b"null".to_vec());
+    let trace_id = match &it.trace_id {
+        Some(serde_json::Value::String(s)) => uuid::Uuid::parse_str(s).ok().map(|u| *u.as_bytes()),
+        _ => None,
+    };
+    let fields = ItemFields {
+        queue: &it.queue,
+        partition: it.partition.as_deref(),
+        transaction_id: it.transaction_id.as_deref(),
+        trace_id,
+        message_id: None,
+    };
+    checked_item(i, fields, payload)
+}
+
+/// An item read from a binary body; its payload must be JSON.
+pub(super) fn from_binary(i: usize, b: binary::BinaryItem) -> ApiResult<PushItem> {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&b.payload).is_err() {
+        return Err(ApiError::bad_body(format!("items[{i}]: payload is not valid JSON")));
+    }
+    let fields = ItemFields {
+        queue: &b.queue,
+        partition: Some(&b.partition),
+        transaction_id: Some(&b.transaction_id),
+        trace_id: None,
+        message_id: b.message_id,
+    };
+    checked_item(i, fields, b.payload)
+}
+
+struct ItemFields<'a> {
+    queue: &'a str,
+    partition: Option<&'a str>,
+    transaction_id: Option<&'a str>,
+    trace_id: Option<[u8; 16]>,
+    message_id: Option<[u8; 16]>,
+}
+
+/// Checks one item against the name and size limits and fills defaults: the
+/// `Default` partition, a minted transaction id, a minted message id.
+fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem> {
     let at = |e: String| format!("items[{i}]: {e}");
-    validate_name(NameKind::Queue, &it.queue).map_err(|e| ApiError {
-        message: at(e.to_string()),
-        ..ApiError::from_name(e)
-    })?;
-    let partition = match it.partition.as_deref() {
+    validate_name(NameKind::Queue, f.queue)
+        .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+    let partition = match f.partition {
         None | Some("") => DEFAULT_PARTITION.to_string(),
         Some(p) => {
-            validate_name(NameKind::Partition, p).map_err(|e| ApiError {
-                message: at(e.to_string()),
-                ..ApiError::from_name(e)
-            })?;
+            validate_name(NameKind::Partition, p)
+                .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
             p.to_string()
         }
     };
-    let transaction_id = match it.transaction_id.as_deref() {
+    let transaction_id = match f.transaction_id {
         None | Some("") => uuid::Uuid::now_v7().to_string(),
         Some(t) if t.len() > TRANSACTION_ID_BYTES_MAX => {
             return Err(ApiError::too_large(at(format!(
@@ -129,26 +184,18 @@ pub(super) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
         }
         Some(t) => t.to_string(),
     };
-    let payload = it
-        .payload
-        .map(|p| p.get().as_bytes().to_vec())
-        .unwrap_or_else(|| b"null".to_vec());
     if payload.len() > PAYLOAD_BYTES_MAX {
         return Err(ApiError::too_large(at(format!(
             "payload is {} bytes; the limit is {PAYLOAD_BYTES_MAX}",
             payload.len()
         ))));
     }
-    let trace_id = match &it.trace_id {
-        Some(serde_json::Value::String(s)) => uuid::Uuid::parse_str(s).ok().map(|u| *u.as_bytes()),
-        _ => None,
-    };
     Ok(PushItem {
-        queue: it.queue.clone(),
+        queue: f.queue.to_string(),
         partition,
         transaction_id,
-        trace_id,
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        trace_id: f.trace_id,
+        message_id: f.message_id.unwrap_or_else(|| *uuid::Uuid::now_v7().as_bytes()),
         payload,
     })
 }

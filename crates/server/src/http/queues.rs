@@ -11,17 +11,14 @@ use serde_json::{json, Map, Value};
 use regina_state::command::ConfigureCmd;
 use regina_state::options::{OptionsPatch, QueueOptions};
 use regina_state::{Command, Outcome};
-use regina_types::limits::{DURATION_SECONDS_MAX, LEASE_SECONDS_MAX, RETRY_LIMIT_MAX};
+use regina_types::limits::{DURATION_SECONDS_MAX, LEASE_SECONDS_MAX, POP_WAIT_MS_MAX, RETRY_LIMIT_MAX};
 use regina_types::{validate_name, NameKind};
 
 use super::error::{ApiError, ApiResult};
 use super::input::{body_bytes, json_body};
 use crate::node::Node;
 
-pub async fn configure(
-    State(node): State<Arc<Node>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Response> {
+pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
     let b: Map<String, Value> = json_body(&bytes, false)?;
     let queue = match b.get("queue") {
@@ -37,49 +34,30 @@ pub async fn configure(
     };
     let namespace = match label(&b, "namespace", NameKind::Namespace)? {
         Some(v) => Some(v),
-        None => inner
-            .map(|o| label(o, "namespace", NameKind::Namespace))
-            .transpose()?
-            .flatten(),
+        None => inner.map(|o| label(o, "namespace", NameKind::Namespace)).transpose()?.flatten(),
     };
     let task = match label(&b, "task", NameKind::Task)? {
         Some(v) => Some(v),
-        None => inner
-            .map(|o| label(o, "task", NameKind::Task))
-            .transpose()?
-            .flatten(),
+        None => inner.map(|o| label(o, "task", NameKind::Task)).transpose()?.flatten(),
     };
     let replace = match b.get("mode") {
         None | Some(Value::Null) => false,
         Some(Value::String(m)) if m == "merge" => false,
         Some(Value::String(m)) if m == "replace" => true,
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "mode must be \"merge\" or \"replace\"",
-            ))
-        }
+        Some(_) => return Err(ApiError::bad_request("mode must be \"merge\" or \"replace\"")),
     };
     let options = match b.get("options") {
         None | Some(Value::Null) => OptionsPatch::default(),
         Some(Value::Object(o)) => patch(o)?,
         Some(_) => return Err(ApiError::bad_request("options must be an object")),
     };
-    let cmd = ConfigureCmd {
-        queue: queue.clone(),
-        namespace,
-        task,
-        options,
-        replace,
-    };
+    let cmd = ConfigureCmd { queue: queue.clone(), namespace, task, options, replace };
     match node.propose(Command::Configure(cmd)).await? {
         Outcome::Configured { .. } => {}
         other => return Err(ApiError::internal(format!("configure answered {other:?}"))),
     }
     let m = node.shared.machine.read();
-    let q = m
-        .state
-        .queue(&queue)
-        .ok_or_else(|| ApiError::internal("configured queue vanished"))?;
+    let q = m.state.queue(&queue).ok_or_else(|| ApiError::internal("configured queue vanished"))?;
     let opts = options_json(&q.options);
     let mut body = json!({
         "configured": true,
@@ -105,9 +83,7 @@ fn label(b: &Map<String, Value>, key: &str, kind: NameKind) -> ApiResult<Option<
             validate_name(kind, s).map_err(ApiError::from_name)?;
             Ok(Some(Some(s.clone())))
         }
-        Some(_) => Err(ApiError::bad_request(format!(
-            "{key} must be a string or null"
-        ))),
+        Some(_) => Err(ApiError::bad_request(format!("{key} must be a string or null"))),
     }
 }
 
@@ -121,9 +97,9 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
             Some(Value::Null) => Ok(Some(default)),
             Some(v) => match v.as_u64() {
                 Some(n) if n >= min && n <= max => Ok(Some(n)),
-                _ => Err(ApiError::bad_request(format!(
-                    "options.{key} must be an integer from {min} to {max}, not {v}"
-                ))),
+                _ => {
+                    Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}")))
+                }
             },
         }
     };
@@ -132,29 +108,19 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
             None => Ok(None),
             Some(Value::Null) => Ok(Some(default)),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(ApiError::bad_request(format!(
-                "options.{key} must be true or false, not {v}"
-            ))),
+            Some(v) => Err(ApiError::bad_request(format!("options.{key} must be true or false, not {v}"))),
         }
     };
     let priority = match o.get("priority") {
         None => None,
         Some(Value::Null) => Some(0),
         Some(v) => Some(v.as_i64().filter(|p| p.abs() <= 1_000_000).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "options.priority must be an integer from -1000000 to 1000000, not {v}"
-            ))
+            ApiError::bad_request(format!("options.priority must be an integer from -1000000 to 1000000, not {v}"))
         })?),
     };
     Ok(OptionsPatch {
         lease_time: int("leaseTime", 1, LEASE_SECONDS_MAX, d.lease_time)?,
-        retry_limit: int(
-            "retryLimit",
-            0,
-            RETRY_LIMIT_MAX as u64,
-            d.retry_limit as u64,
-        )?
-        .map(|v| v as u32),
+        retry_limit: int("retryLimit", 0, RETRY_LIMIT_MAX as u64, d.retry_limit as u64)?.map(|v| v as u32),
         priority,
         delayed_processing: int("delayedProcessing", 0, DURATION_SECONDS_MAX, 0)?,
         window_buffer: int("windowBuffer", 0, DURATION_SECONDS_MAX, 0)?,
@@ -164,13 +130,30 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
         retention_enabled: flag("retentionEnabled", false)?,
         encryption_enabled: flag("encryptionEnabled", false)?,
         dlq_after_max_retries: flag("dlqAfterMaxRetries", true)?,
-        dedup_window_seconds: int(
-            "dedupWindowSeconds",
-            0,
-            DURATION_SECONDS_MAX,
-            d.dedup_window_seconds,
-        )?,
+        dedup_window_seconds: int("dedupWindowSeconds", 0, DURATION_SECONDS_MAX, d.dedup_window_seconds)?,
+        dead_letter_queue: flag("deadLetterQueue", true)?,
+        retry_delay_ms: int("retryDelay", 0, DURATION_SECONDS_MAX * 1000, d.retry_delay_ms)?,
+        ttl: int("ttl", 0, DURATION_SECONDS_MAX, 0)?,
+        max_wait_time_seconds: int("maxWaitTimeSeconds", 0, POP_WAIT_MS_MAX / 1000, 0)?,
+        // Clamped, not refused: the clients send what their users typed.
+        min_pop_wait_time_ms: clamped("minPopWaitTime", 0, POP_WAIT_MS_MAX, o)?,
     })
+}
+
+/// An integer option clamped into `[min, max]` (negative values become
+/// `min`); only a non-integer is refused.
+fn clamped(key: &str, min: u64, max: u64, o: &Map<String, Value>) -> ApiResult<Option<u64>> {
+    match o.get(key) {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(min)),
+        Some(v) => match v.as_i64() {
+            Some(n) => Ok(Some((n.max(0) as u64).clamp(min, max))),
+            None => match v.as_u64() {
+                Some(n) => Ok(Some(n.clamp(min, max))),
+                None => Err(ApiError::bad_request(format!("options.{key} must be an integer, not {v}"))),
+            },
+        },
+    }
 }
 
 pub fn options_json(o: &QueueOptions) -> Value {
@@ -187,25 +170,19 @@ pub fn options_json(o: &QueueOptions) -> Value {
         "encryptionEnabled": o.encryption_enabled,
         "dlqAfterMaxRetries": o.dlq_after_max_retries,
         "dedupWindowSeconds": o.dedup_window_seconds,
+        "deadLetterQueue": o.dead_letter_queue,
+        "retryDelay": o.retry_delay_ms,
+        "ttl": o.ttl,
+        "maxWaitTimeSeconds": o.max_wait_time_seconds,
+        "minPopWaitTime": o.min_pop_wait_time_ms,
     })
 }
 
-pub async fn delete_queue(
-    State(node): State<Arc<Node>>,
-    Path(queue): Path<String>,
-) -> ApiResult<Response> {
+pub async fn delete_queue(State(node): State<Arc<Node>>, Path(queue): Path<String>) -> ApiResult<Response> {
     validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
-    let existed = match node
-        .propose(Command::DeleteQueue {
-            queue: queue.clone(),
-        })
-        .await?
-    {
+    let existed = match node.propose(Command::DeleteQueue { queue: queue.clone() }).await? {
         Outcome::Deleted { existed } => existed,
         other => return Err(ApiError::internal(format!("delete answered {other:?}"))),
     };
-    Ok(
-        axum::Json(json!({ "deleted": existed, "existed": existed, "queue": queue }))
-            .into_response(),
-    )
+    Ok(axum::Json(json!({ "deleted": existed, "existed": existed, "queue": queue })).into_response())
 }

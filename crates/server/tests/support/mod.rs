@@ -1,0 +1,399 @@
+//! Starting, stopping and reaching a `regina` process for the integration
+//! tests. The broker runs as a real child process so that a SIGKILL is a
+//! real crash: nothing in the test process can flush or close anything on
+//! its behalf.
+#![allow(dead_code)]
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long a start may take before the test gives up: opening the log,
+/// replaying it and electing itself, on a machine that may be busy compiling.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a graceful stop may take.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Starts attempted before giving up, each on a fresh free port when the
+/// previous one was taken by someone else in the meantime.
+const START_ATTEMPTS: usize = 3;
+
+/// A port nobody listens on right now. The listener is dropped before the
+/// broker binds, so another process can take it in between; `Broker::start`
+/// retries on a fresh port when that happens.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local address").port()
+}
+
+/// A temporary directory holding `data/` (the broker's data directory) and
+/// `regina.log` (its output across every restart).
+pub struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new().prefix("regina-it-").tempdir().expect("create a temporary directory");
+        Workspace { dir }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("regina.log")
+    }
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A running (or stopped) `regina` child process.
+pub struct Broker {
+    child: Option<Child>,
+    port: u16,
+    data_dir: PathBuf,
+    log_path: PathBuf,
+}
+
+impl Broker {
+    /// Starts a broker on the workspace's data directory and waits until
+    /// `/health` answers 200.
+    pub fn start(ws: &Workspace) -> Broker {
+        let mut b = Broker { child: None, port: 0, data_dir: ws.data_dir(), log_path: ws.log_path() };
+        b.launch(None);
+        b
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base())
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// SIGKILL (what `Child::kill` sends on Unix), then reap the process.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then wait up to `within` for the process to exit. Answers
+    /// its exit status, or `None` when it did not exit in time (it is then
+    /// killed so that it does not outlive the test).
+    pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+        let mut c = self.child.take().expect("the broker is running");
+        let sent = Command::new("kill").args(["-TERM", &c.id().to_string()]).status().expect("run kill");
+        assert!(sent.success(), "kill -TERM {} failed", c.id());
+        let status = wait_with_timeout(&mut c, within);
+        if status.is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        status
+    }
+
+    /// Starts the broker again on the same data directory, on the same port
+    /// when it is still free, so clients can keep their address.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the broker before restarting it");
+        let port = self.port;
+        self.launch(Some(port));
+    }
+
+    /// The last `max` bytes of the broker's output, for failure messages.
+    pub fn log_tail(&self, max: usize) -> String {
+        file_tail(&self.log_path, max)
+    }
+
+    fn launch(&mut self, preferred_port: Option<u16>) {
+        let mut why = String::new();
+        for attempt in 0..START_ATTEMPTS {
+            let port = match (attempt, preferred_port) {
+                // A port just released by a killed broker can linger for a
+                // moment; try it twice before moving on.
+                (0 | 1, Some(p)) => p,
+                _ => free_port(),
+            };
+            match self.try_launch(port) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    self.port = port;
+                    return;
+                }
+                Err(e) => {
+                    why = e;
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+        panic!("regina did not start after {START_ATTEMPTS} attempts: {why}\n--- log ---\n{}", self.log_tail(4000));
+    }
+
+    fn try_launch(&self, port: u16) -> Result<Child, String> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| format!("open the log file: {e}"))?;
+        let mut marker = log.try_clone().map_err(|e| e.to_string())?;
+        let _ = writeln!(marker, "=== starting regina on port {port} ===");
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_regina"))
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--port")
+            .arg(port.to_string())
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .env("REGINA_LOG", "info,openraft=warn")
+            // Plain text in the log file, for failure messages.
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .map_err(|e| format!("spawn regina: {e}"))?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("regina exited during start with {status}"));
+            }
+            if health_status(port) == Some(200) {
+                return Ok(child);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("/health did not answer 200 within {START_TIMEOUT:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        // A failing test must not leave a broker behind.
+        self.kill();
+    }
+}
+
+/// The last `max` bytes of a text file ("" when unreadable).
+pub fn file_tail(path: &Path, max: usize) -> String {
+    let mut s = String::new();
+    if let Ok(mut f) = File::open(path) {
+        let _ = f.read_to_string(&mut s);
+    }
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_string()
+}
+
+/// Polls a child until it exits or `within` elapses.
+pub fn wait_with_timeout(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The status code of `GET /health`, over a plain socket so that the
+/// start and stop functions need no async runtime.
+pub fn health_status(port: u16) -> Option<u16> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut head = [0u8; 32];
+    let mut got = 0;
+    while got < 12 {
+        match s.read(&mut head[got..]) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got += n,
+        }
+    }
+    let line = std::str::from_utf8(&head[..got]).ok()?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// An HTTP client for one test: no proxy, bounded requests.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .expect("build an HTTP client")
+}
+
+/// Reads a response as JSON, failing with the status and body text when it
+/// is not JSON.
+pub async fn json_of(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("read the response body");
+    let v =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {text:.300}"));
+    (status, v)
+}
+
+pub async fn post_json(c: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
+    let resp = c.post(url).json(body).send().await.unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    json_of(resp).await
+}
+
+pub async fn get_json(c: &reqwest::Client, url: &str) -> (u16, Value) {
+    let resp = c.get(url).send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    json_of(resp).await
+}
+
+/// Pushes items and answers the per-item results, asserting a 201 array
+/// aligned with the items.
+pub async fn push(c: &reqwest::Client, base: &str, items: Vec<Value>) -> Vec<Value> {
+    let n = items.len();
+    let (status, v) = post_json(c, &format!("{base}/api/v1/push"), &serde_json::json!({ "items": items })).await;
+    assert_eq!(status, 201, "push answered {status}: {v}");
+    let arr = v.as_array().unwrap_or_else(|| panic!("push answer is not an array: {v}"));
+    assert_eq!(arr.len(), n, "push answer is not aligned with the items: {v}");
+    arr.clone()
+}
+
+/// One pop; answers the whole body (status 200 asserted).
+pub async fn pop(c: &reqwest::Client, base: &str, path_and_query: &str) -> Value {
+    let (status, v) = get_json(c, &format!("{base}{path_and_query}")).await;
+    assert_eq!(status, 200, "pop {path_and_query} answered {status}: {v}");
+    assert!(v["messages"].is_array(), "pop answer without messages: {v}");
+    v
+}
+
+/// The messages of a pop answer.
+pub fn messages(pop_answer: &Value) -> Vec<Value> {
+    pop_answer["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// One ack; answers its single result element.
+pub async fn ack(c: &reqwest::Client, base: &str, body: Value) -> Value {
+    let (status, v) = post_json(c, &format!("{base}/api/v1/ack"), &body).await;
+    assert_eq!(status, 200, "ack answered {status}: {v}");
+    let arr = v.as_array().unwrap_or_else(|| panic!("ack answer is not an array: {v}"));
+    assert_eq!(arr.len(), 1, "one ack, one result: {v}");
+    arr[0].clone()
+}
+
+/// Configures a queue; answers the body (status 200 asserted).
+pub async fn configure(c: &reqwest::Client, base: &str, queue: &str, options: Value) -> Value {
+    let (status, v) =
+        post_json(c, &format!("{base}/api/v1/configure"), &serde_json::json!({ "queue": queue, "options": options }))
+            .await;
+    assert_eq!(status, 200, "configure answered {status}: {v}");
+    v
+}
+
+/// The message offsets of a pop answer, in delivery order.
+pub fn offsets(msgs: &[Value]) -> Vec<u64> {
+    msgs.iter().map(|m| m["offset"].as_u64().unwrap_or_else(|| panic!("message without offset: {m}"))).collect()
+}
+
+/// Reads a whole partition from the beginning with a fresh consumer group,
+/// committing each batch; bounded to `max_pops` pops.
+pub async fn drain(
+    c: &reqwest::Client,
+    base: &str,
+    queue: &str,
+    partition: &str,
+    group: &str,
+    max_pops: usize,
+) -> Vec<Value> {
+    let mut all = Vec::new();
+    for _ in 0..max_pops {
+        let v = pop(
+            c,
+            base,
+            &format!(
+                "/api/v1/pop/queue/{queue}/partition/{partition}\
+                 ?batch=10000&wait=false&consumerGroup={group}&subscriptionMode=all"
+            ),
+        )
+        .await;
+        let msgs = messages(&v);
+        let Some(last) = msgs.last() else {
+            return all;
+        };
+        let r = ack(
+            c,
+            base,
+            serde_json::json!({
+                "transactionId": last["transactionId"],
+                "partitionId": last["partitionId"],
+                "leaseId": v["leaseId"],
+                "consumerGroup": group,
+                "status": "completed",
+            }),
+        )
+        .await;
+        assert_eq!(r["success"], Value::Bool(true), "drain ack refused: {r}");
+        all.extend(msgs);
+    }
+    panic!("{queue}/{partition} not drained within {max_pops} pops");
+}
+
+/// Sends `method path` with an optional JSON body over a plain socket,
+/// exactly as written (no client-side path normalisation), and answers the
+/// status code and body text.
+pub fn raw_request(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send the request");
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).expect("read the response");
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text:.200}"));
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
