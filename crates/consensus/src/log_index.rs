@@ -67,10 +67,7 @@ impl LogIndex {
 
     /// Records where an appended entry was written.
     pub fn set_pos(&mut self, index: u64, id: LogId, pos: RecordPos) {
-        if let Some(slot) = index
-            .checked_sub(self.first)
-            .and_then(|i| self.locs.get_mut(i as usize))
-        {
+        if let Some(slot) = index.checked_sub(self.first).and_then(|i| self.locs.get_mut(i as usize)) {
             if slot.0 == id {
                 slot.1 = Some(pos);
             }
@@ -102,10 +99,7 @@ impl LogIndex {
     }
 
     pub fn get(&self, index: u64) -> Option<(LogId, Option<RecordPos>)> {
-        index
-            .checked_sub(self.first)
-            .and_then(|i| self.locs.get(i as usize))
-            .copied()
+        index.checked_sub(self.first).and_then(|i| self.locs.get(i as usize)).copied()
     }
 
     pub fn cached(&self, index: u64) -> Option<&RaftEntry> {

@@ -48,8 +48,7 @@ pub struct LogStore {
 impl LogStore {
     /// Opens (or creates) the log under `dir`, recovering the WAL.
     pub fn open(dir: &Path, options: WalOptions, io: Arc<dyn Io>) -> Result<LogStore, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let meta_file = MetaFile::new(dir);
         let meta = meta_file.load().map_err(|e| e.to_string())?;
         let (wal, records) = Wal::open(&dir.join("wal"), options, io).map_err(|e| e.to_string())?;
@@ -58,34 +57,23 @@ impl LogStore {
             index.purge(p);
         }
         for (pos, bytes) in records {
-            let record: WalRecord = bincode::deserialize(&bytes)
-                .map_err(|e| format!("undecodable WAL record at {pos:?}: {e}"))?;
+            let record: WalRecord =
+                bincode::deserialize(&bytes).map_err(|e| format!("undecodable WAL record at {pos:?}: {e}"))?;
             match record {
                 WalRecord::Entry(e) => {
                     if meta.last_purged.is_some_and(|p| e.log_id.index <= p.index) {
                         continue;
                     }
                     if e.log_id.index > index.end() && !index.locs.is_empty() {
-                        return Err(format!(
-                            "WAL has a gap: entry {} follows {}",
-                            e.log_id.index,
-                            index.end() - 1
-                        ));
+                        return Err(format!("WAL has a gap: entry {} follows {}", e.log_id.index, index.end() - 1));
                     }
                     index.push(e.log_id, Some(pos), None);
                 }
                 WalRecord::Truncate { since } => index.truncate(since),
             }
         }
-        let inner = Inner {
-            wal,
-            index: Mutex::new(index),
-            meta_file,
-            meta: Mutex::new(meta),
-        };
-        Ok(LogStore {
-            inner: Arc::new(inner),
-        })
+        let inner = Inner { wal, index: Mutex::new(index), meta_file, meta: Mutex::new(meta) };
+        Ok(LogStore { inner: Arc::new(inner) })
     }
 
     /// Bytes appended to the WAL since it was opened.
@@ -110,24 +98,14 @@ impl LogStore {
             }
         };
         let Some(pos) = pos else {
-            return Err(StorageIOError::read_log_at_index(
-                index,
-                &std::io::Error::other("entry not yet written"),
-            )
-            .into());
+            return Err(
+                StorageIOError::read_log_at_index(index, &std::io::Error::other("entry not yet written")).into()
+            );
         };
-        let bytes = self
-            .inner
-            .wal
-            .read(pos)
-            .map_err(|e| StorageIOError::read_log_entry(id, &e))?;
+        let bytes = self.inner.wal.read(pos).map_err(|e| StorageIOError::read_log_entry(id, &e))?;
         match bincode::deserialize(&bytes) {
             Ok(WalRecord::Entry(e)) if e.log_id == id => Ok(Some(e)),
-            Ok(_) => Err(StorageIOError::read_log_entry(
-                id,
-                &std::io::Error::other("record is not that entry"),
-            )
-            .into()),
+            Ok(_) => Err(StorageIOError::read_log_entry(id, &std::io::Error::other("record is not that entry")).into()),
             Err(e) => Err(StorageIOError::read_log_entry(id, &e).into()),
         }
     }
@@ -183,10 +161,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let idx = self.inner.index.lock();
-        Ok(LogState {
-            last_purged_log_id: idx.last_purged,
-            last_log_id: idx.last_log_id(),
-        })
+        Ok(LogState { last_purged_log_id: idx.last_purged, last_log_id: idx.last_log_id() })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -195,19 +170,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let v = *vote;
-        self.store_meta(|m| m.vote = Some(v))
-            .map_err(|e| StorageIOError::write_vote(&e).into())
+        self.store_meta(|m| m.vote = Some(v)).map_err(|e| StorageIOError::write_vote(&e).into())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
         Ok(self.inner.meta.lock().vote)
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = RaftEntry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -242,9 +212,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         self.inner.index.lock().truncate(log_id.index);
-        let rec = encode(&WalRecord::Truncate {
-            since: log_id.index,
-        });
+        let rec = encode(&WalRecord::Truncate { since: log_id.index });
         // Ordered before any later append by the WAL's single queue; the next
         // group commit makes it durable.
         self.inner.wal.append(vec![rec], Box::new(|_| {}));
@@ -266,19 +234,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 // the one being written is purged. Read under the index lock:
                 // an entry appended after this lands in that segment or a
                 // later one.
-                Some(RecordPos {
-                    segment: self.inner.wal.current_segment(),
-                    offset: 0,
-                })
+                Some(RecordPos { segment: self.inner.wal.current_segment(), offset: 0 })
             } else {
                 idx.get(idx.first).and_then(|(_, pos)| pos)
             }
         };
         if let Some(pos) = release_before {
-            self.inner
-                .wal
-                .release_segments_before(pos)
-                .map_err(|e| StorageIOError::write_logs(&e))?;
+            self.inner.wal.release_segments_before(pos).map_err(|e| StorageIOError::write_logs(&e))?;
         }
         Ok(())
     }

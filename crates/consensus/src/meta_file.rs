@@ -23,10 +23,7 @@ pub struct MetaFile {
 
 impl MetaFile {
     pub fn new(dir: &Path) -> Self {
-        MetaFile {
-            path: dir.join("raft-meta"),
-            dir: dir.to_path_buf(),
-        }
+        MetaFile { path: dir.join("raft-meta"), dir: dir.to_path_buf() }
     }
 
     pub fn load(&self) -> std::io::Result<Meta> {

@@ -5,8 +5,8 @@
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
 };
 use openraft::BasicNode;
 
@@ -29,10 +29,7 @@ impl RaftNetworkFactory<TypeConfig> for NoPeers {
 
 impl NoPeer {
     fn unreachable<E: std::error::Error>(&self) -> RPCError<NodeId, BasicNode, E> {
-        let msg = format!(
-            "node {} is not reachable: this node runs without peers",
-            self.target
-        );
+        let msg = format!("node {} is not reachable: this node runs without peers", self.target);
         RPCError::Unreachable(Unreachable::new(&std::io::Error::other(msg)))
     }
 }
@@ -50,10 +47,8 @@ impl RaftNetwork<TypeConfig> for NoPeer {
         &mut self,
         _rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
-    > {
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
+    {
         Err(self.unreachable())
     }
 

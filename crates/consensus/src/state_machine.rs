@@ -43,9 +43,7 @@ pub struct SharedState {
 impl SharedState {
     /// Reads a message body written by an applied push.
     pub fn read_body(&self, pos: u64, len: u32) -> std::io::Result<Vec<u8>> {
-        self.bodies
-            .read(pos, len as u64)
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        self.bodies.read(pos, len as u64).map_err(|e| std::io::Error::other(e.to_string()))
     }
 }
 
@@ -65,23 +63,16 @@ impl StateMachineStore {
     /// replay after it rewrites the rest).
     pub fn open(dir: &Path) -> Result<StateMachineStore, String> {
         let snapshots = SnapshotStore::open(&dir.join("snapshots")).map_err(|e| e.to_string())?;
-        let bodies = BodyStore::open(&dir.join("bodies"), regina_state::body::BODY_SEGMENT_BYTES)
-            .map_err(|e| e.to_string())?;
-        let mut machine = Machine {
-            state: State::new(),
-            last_applied: None,
-            membership: Membership::default(),
-        };
+        let bodies =
+            BodyStore::open(&dir.join("bodies"), regina_state::body::BODY_SEGMENT_BYTES).map_err(|e| e.to_string())?;
+        let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
         if let Some((head, data)) = snapshots.load_latest().map_err(|e| e.to_string())? {
-            let head: SnapshotHead =
-                bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;
+            let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;
             machine.state = State::decode(&data)?;
             machine.last_applied = head.meta.last_log_id;
             machine.membership = head.meta.last_membership;
         }
-        bodies
-            .truncate_from(machine.state.next_body_pos)
-            .map_err(|e| e.to_string())?;
+        bodies.truncate_from(machine.state.next_body_pos).map_err(|e| e.to_string())?;
         let shared = SharedState {
             machine: RwLock::new(machine),
             bodies,
@@ -89,9 +80,7 @@ impl StateMachineStore {
             snapshots,
             snapshot_seq: AtomicU64::new(0),
         };
-        Ok(StateMachineStore {
-            shared: Arc::new(shared),
-        })
+        Ok(StateMachineStore { shared: Arc::new(shared) })
     }
 
     pub fn shared(&self) -> Arc<SharedState> {
@@ -112,10 +101,7 @@ impl StateMachineStore {
         };
         drop(m);
         for w in &applied.writes {
-            self.shared
-                .bodies
-                .write_at(w.pos, &w.bytes)
-                .map_err(|e| StorageIOError::apply(log_id, &e))?;
+            self.shared.bodies.write_at(w.pos, &w.bytes).map_err(|e| StorageIOError::apply(log_id, &e))?;
         }
         Ok(applied.outcome)
     }
@@ -125,10 +111,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         // Bodies first: once the snapshot exists the log that could rewrite
         // them may be purged.
-        self.shared
-            .bodies
-            .sync_all()
-            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        self.shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         let (data, meta) = {
             let m = self.shared.machine.read();
             let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
@@ -144,16 +127,12 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // was released; make them durable before the snapshot exists, since
         // the log that could rewrite them is purged behind it.
         self.shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() })
-            .expect("snapshot heads encode");
+        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
         self.shared
             .snapshots
             .save(&meta.snapshot_id, &head, &data)
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data)),
-        })
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
 
@@ -192,11 +171,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let state = State::decode(&data).map_err(|e| {
-            StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e))
-        })?;
-        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() })
-            .expect("snapshot heads encode");
+        let state = State::decode(&data)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e)))?;
+        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
         self.shared
             .snapshots
             .save(&meta.snapshot_id, &head, &data)
@@ -211,19 +188,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let loaded = self
-            .shared
-            .snapshots
-            .load_latest()
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let loaded = self.shared.snapshots.load_latest().map_err(|e| StorageIOError::read_snapshot(None, &e))?;
         let Some((head, data)) = loaded else {
             return Ok(None);
         };
-        let head: SnapshotHead =
-            bincode::deserialize(&head).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        Ok(Some(Snapshot {
-            meta: head.meta,
-            snapshot: Box::new(Cursor::new(data)),
-        }))
+        let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        Ok(Some(Snapshot { meta: head.meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 }

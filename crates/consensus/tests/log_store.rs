@@ -15,10 +15,7 @@ use std::time::Duration;
 
 use openraft::storage::{LogState, RaftLogStorage, RaftStateMachine};
 use openraft::testing::log_id;
-use openraft::{
-    BasicNode, Config, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder,
-    SnapshotPolicy, Vote,
-};
+use openraft::{BasicNode, Config, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, SnapshotPolicy, Vote};
 use regina_consensus::network::NoPeers;
 use regina_consensus::types::{LogId, RaftEntry, StorageError};
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore, TypeConfig};
@@ -73,9 +70,7 @@ where
     let dir = tempfile::tempdir().unwrap();
     let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
     let sm = open_sm(dir.path());
-    case(log.clone(), sm.clone())
-        .await
-        .unwrap_or_else(|e| panic!("suite case {name} failed: {e}"));
+    case(log.clone(), sm.clone()).await.unwrap_or_else(|e| panic!("suite case {name} failed: {e}"));
     let before = view(&mut log).await;
     drop((log, sm));
 
@@ -135,19 +130,10 @@ async fn appended_entries_and_vote_survive_reopen() {
     let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
     let after = view(&mut log).await;
     assert_eq!(after, before);
-    assert_eq!(
-        after.state,
-        LogState {
-            last_purged_log_id: None,
-            last_log_id: Some(fed_log_id(10)),
-        }
-    );
+    assert_eq!(after.state, LogState { last_purged_log_id: None, last_log_id: Some(fed_log_id(10)) });
     let ids: Vec<LogId> = after.entries.iter().map(|e| e.log_id).collect();
     assert_eq!(ids, (0..=10).map(fed_log_id).collect::<Vec<_>>());
-    assert!(after
-        .entries
-        .iter()
-        .all(|e| matches!(e.payload, EntryPayload::Blank)));
+    assert!(after.entries.iter().all(|e| matches!(e.payload, EntryPayload::Blank)));
     assert_eq!(after.vote, Some(Vote::new(1, 0)));
 
     // Nothing is cached after a reopen: a sub-range comes from the WAL.
@@ -160,10 +146,7 @@ async fn appended_entries_and_vote_survive_reopen() {
     drop(log);
     let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
     assert_eq!(log.read_vote().await.unwrap(), Some(committed));
-    assert_eq!(
-        indexes(&view(&mut log).await.entries),
-        (0..=10).collect::<Vec<_>>()
-    );
+    assert_eq!(indexes(&view(&mut log).await.entries), (0..=10).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,21 +155,12 @@ async fn truncate_survives_reopen() {
     let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
     OurSuite::feed_10_logs_vote_self(&mut log).await.unwrap();
     log.truncate(fed_log_id(6)).await.unwrap();
-    assert_eq!(
-        indexes(&view(&mut log).await.entries),
-        vec![0, 1, 2, 3, 4, 5]
-    );
+    assert_eq!(indexes(&view(&mut log).await.entries), vec![0, 1, 2, 3, 4, 5]);
     drop(log);
 
     let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
     let v = view(&mut log).await;
-    assert_eq!(
-        v.state,
-        LogState {
-            last_purged_log_id: None,
-            last_log_id: Some(fed_log_id(5)),
-        }
-    );
+    assert_eq!(v.state, LogState { last_purged_log_id: None, last_log_id: Some(fed_log_id(5)) });
     assert_eq!(indexes(&v.entries), vec![0, 1, 2, 3, 4, 5]);
     assert_eq!(v.vote, Some(Vote::new(1, 0)));
 
@@ -227,13 +201,7 @@ async fn purge_survives_reopen_and_releases_old_segments() {
     );
     assert!(segments_after.len() < segments_before.len());
     let before = view(&mut log).await;
-    assert_eq!(
-        before.state,
-        LogState {
-            last_purged_log_id: Some(fed_log_id(4)),
-            last_log_id: Some(fed_log_id(10)),
-        }
-    );
+    assert_eq!(before.state, LogState { last_purged_log_id: Some(fed_log_id(4)), last_log_id: Some(fed_log_id(10)) });
     assert_eq!(indexes(&before.entries), vec![5, 6, 7, 8, 9, 10]);
     drop(log);
 
@@ -255,10 +223,7 @@ async fn purge_survives_reopen_and_releases_old_segments() {
     let before = view(&mut log).await;
     assert_eq!(
         before.state,
-        LogState {
-            last_purged_log_id: Some(log_id(1, 0, 20)),
-            last_log_id: Some(log_id(1, 0, 20)),
-        }
+        LogState { last_purged_log_id: Some(log_id(1, 0, 20)), last_log_id: Some(log_id(1, 0, 20)) }
     );
     assert!(before.entries.is_empty());
     // With no entry left, every segment before the active one holds only
@@ -299,28 +264,16 @@ fn push_item(n: u64) -> PushItem {
         transaction_id: format!("tx-{n}"),
         trace_id: [Some([n as u8; 16]), None, None, None, None][(n % 5) as usize],
         message_id,
-        payload: format!(
-            "{{\"n\":{n},\"pad\":\"{}\"}}",
-            "x".repeat((n % 7 * 30) as usize)
-        )
-        .into_bytes(),
+        payload: format!("{{\"n\":{n},\"pad\":\"{}\"}}", "x".repeat((n % 7 * 30) as usize)).into_bytes(),
     }
 }
 
 fn push_entry(n: u64) -> Entry {
-    Entry {
-        now_ms: T0_MS + n,
-        command: Command::Push(PushCmd {
-            items: vec![push_item(n)],
-        }),
-    }
+    Entry { now_ms: T0_MS + n, command: Command::Push(PushCmd { items: vec![push_item(n)] }) }
 }
 
 fn normal(index: u64, entry: Entry) -> RaftEntry {
-    RaftEntry {
-        log_id: log_id(1, NODE, index),
-        payload: EntryPayload::Normal(entry),
-    }
+    RaftEntry { log_id: log_id(1, NODE, index), payload: EntryPayload::Normal(entry) }
 }
 
 fn membership(index: u64) -> RaftEntry {
@@ -333,9 +286,7 @@ fn membership(index: u64) -> RaftEntry {
 /// Checks that every pushed message's body reads back as written.
 fn assert_bodies(shared: &SharedState, pushed: &[(u64, PushResult)]) {
     for (n, r) in pushed {
-        let bytes = shared
-            .read_body(r.pos, r.len)
-            .unwrap_or_else(|e| panic!("body of push {n}: {e}"));
+        let bytes = shared.read_body(r.pos, r.len).unwrap_or_else(|e| panic!("body of push {n}: {e}"));
         let body = BodyRecord::decode(&bytes).unwrap_or_else(|| panic!("body of push {n}"));
         let item = push_item(*n);
         assert_eq!(body.id, item.message_id, "push {n}");
@@ -345,10 +296,7 @@ fn assert_bodies(shared: &SharedState, pushed: &[(u64, PushResult)]) {
     }
 }
 
-fn push_results(
-    ns: impl IntoIterator<Item = u64>,
-    outcomes: Vec<Outcome>,
-) -> Vec<(u64, PushResult)> {
+fn push_results(ns: impl IntoIterator<Item = u64>, outcomes: Vec<Outcome>) -> Vec<(u64, PushResult)> {
     ns.into_iter()
         .zip(outcomes)
         .map(|(n, o)| match o {
@@ -377,18 +325,10 @@ async fn snapshot_is_loaded_on_reopen_and_bodies_are_cut_back_to_it() {
     let outcomes = sm.apply(entries).await.unwrap();
     let mut pushed = push_results(1..=40, outcomes.into_iter().skip(1).collect());
 
-    let snap = sm
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
     let snap_state = sm.shared().machine.read().state.clone();
     assert_eq!(snap.meta.last_log_id, Some(log_id(1, NODE, 41)));
-    assert_eq!(
-        snap.meta.last_membership.log_id(),
-        &Some(log_id(1, NODE, 1))
-    );
+    assert_eq!(snap.meta.last_membership.log_id(), &Some(log_id(1, NODE, 1)));
     assert_eq!(State::decode(snap.snapshot.get_ref()).unwrap(), snap_state);
 
     // The tail after the snapshot: only the log could rewrite these bodies.
@@ -412,16 +352,9 @@ async fn snapshot_is_loaded_on_reopen_and_bodies_are_cut_back_to_it() {
     assert_eq!(last_applied, snap.meta.last_log_id);
     assert_eq!(last_membership, snap.meta.last_membership);
     assert_eq!(sm.shared().machine.read().state, snap_state);
-    let current = sm
-        .get_current_snapshot()
-        .await
-        .unwrap()
-        .expect("a snapshot");
+    let current = sm.get_current_snapshot().await.unwrap().expect("a snapshot");
     assert_eq!(current.meta, snap.meta);
-    assert_eq!(
-        State::decode(current.snapshot.get_ref()).unwrap(),
-        snap_state
-    );
+    assert_eq!(State::decode(current.snapshot.get_ref()).unwrap(), snap_state);
     assert_bodies(&sm.shared(), &pushed[..40]);
 
     // Replaying the tail rewrites the cut bodies at the same positions.
@@ -436,9 +369,7 @@ async fn snapshot_is_loaded_on_reopen_and_bodies_are_cut_back_to_it() {
 async fn without_a_snapshot_reopen_starts_empty_and_cuts_every_body() {
     let dir = tempfile::tempdir().unwrap();
     let mut sm = open_sm(dir.path());
-    sm.apply((1..=10).map(|n| normal(n, push_entry(n))))
-        .await
-        .unwrap();
+    sm.apply((1..=10).map(|n| normal(n, push_entry(n)))).await.unwrap();
     assert!(first_body_file_len(dir.path()) > 0);
     drop(sm);
 
@@ -485,24 +416,12 @@ async fn start(data: &Path) -> Started {
         ..Default::default()
     };
     let config = Arc::new(config.validate().unwrap());
-    let raft = Raft::new(NODE, config, NoPeers, log.clone(), sm)
-        .await
-        .unwrap();
+    let raft = Raft::new(NODE, config, NoPeers, log.clone(), sm).await.unwrap();
     if !raft.is_initialized().await.unwrap() {
-        raft.initialize(BTreeMap::from([(NODE, BasicNode::default())]))
-            .await
-            .unwrap();
+        raft.initialize(BTreeMap::from([(NODE, BasicNode::default())])).await.unwrap();
     }
-    raft.wait(WAIT)
-        .current_leader(NODE, "the only voter leads")
-        .await
-        .unwrap();
-    Started {
-        raft,
-        log,
-        shared,
-        opened_applied,
-    }
+    raft.wait(WAIT).current_leader(NODE, "the only voter leads").await.unwrap();
+    Started { raft, log, shared, opened_applied }
 }
 
 /// Writes one entry; answers once it is durable and applied.
@@ -513,10 +432,7 @@ async fn write(raft: &Raft, entry: Entry) -> (LogId, Outcome) {
 
 /// Pushes messages `ns` one entry each; returns their results and the log id
 /// of the last one.
-async fn push_range(
-    raft: &Raft,
-    ns: std::ops::RangeInclusive<u64>,
-) -> (Vec<(u64, PushResult)>, LogId) {
+async fn push_range(raft: &Raft, ns: std::ops::RangeInclusive<u64>) -> (Vec<(u64, PushResult)>, LogId) {
     let mut out = Vec::new();
     let mut last = None;
     for n in ns.clone() {
@@ -532,28 +448,17 @@ async fn raft_state_survives_snapshot_purge_and_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
 
-    let Started {
-        raft,
-        mut log,
-        shared,
-        ..
-    } = start(data).await;
+    let Started { raft, mut log, shared, .. } = start(data).await;
     let (mut pushed, last_pushed) = push_range(&raft, 1..=300).await;
     let segments_before = wal_segments(data);
-    assert!(
-        segments_before.len() >= 4,
-        "three hundred pushes should span several segments: {segments_before:?}"
-    );
+    assert!(segments_before.len() >= 4, "three hundred pushes should span several segments: {segments_before:?}");
 
     // Nothing is written meanwhile, so the snapshot covers the last push
     // and, keeping no log behind it, the purge reaches it too.
     raft.trigger().snapshot().await.unwrap();
     let snapshot_id = Some(last_pushed);
     raft.wait(WAIT)
-        .metrics(
-            |m| m.snapshot == snapshot_id && m.purged == snapshot_id,
-            "snapshot built and log purged",
-        )
+        .metrics(|m| m.snapshot == snapshot_id && m.purged == snapshot_id, "snapshot built and log purged")
         .await
         .unwrap();
     let segments_after = wal_segments(data);
@@ -575,37 +480,19 @@ async fn raft_state_survives_snapshot_purge_and_restart() {
     raft.shutdown().await.unwrap();
     drop((raft, log, shared));
 
-    let Started {
-        raft,
-        mut log,
-        shared,
-        opened_applied,
-    } = start(data).await;
-    assert_eq!(
-        opened_applied, snapshot_id,
-        "the state machine reopens at its snapshot"
-    );
+    let Started { raft, mut log, shared, opened_applied } = start(data).await;
+    assert_eq!(opened_applied, snapshot_id, "the state machine reopens at its snapshot");
     let state = log.get_log_state().await.unwrap();
     assert_eq!(state.last_purged_log_id, snapshot_id);
     assert!(!wal_segments(data).contains(&0));
 
     // The new leader's blank entry commits the tail, which is then applied.
-    raft.wait(WAIT)
-        .applied_index_at_least(Some(last_pushed.index), "the tail is applied")
-        .await
-        .unwrap();
+    raft.wait(WAIT).applied_index_at_least(Some(last_pushed.index), "the tail is applied").await.unwrap();
     assert_eq!(shared.machine.read().state, before);
     assert_bodies(&shared, &pushed);
 
     // A write after the election: applied on top of exactly that state.
-    let (_, outcome) = write(
-        &raft,
-        Entry {
-            now_ms: before.now_ms,
-            command: Command::Noop,
-        },
-    )
-    .await;
+    let (_, outcome) = write(&raft, Entry { now_ms: before.now_ms, command: Command::Noop }).await;
     assert_eq!(outcome, Outcome::Done);
     let mut expected = before;
     expected.applied_entries += 1;

@@ -59,12 +59,7 @@ impl Config {
                 Some((f, v)) => (f.to_string(), Some(v.to_string())),
                 None => (a.clone(), None),
             };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or(format!("{flag} needs a value"))
-            };
+            let mut value = || inline.clone().or_else(|| args.next()).ok_or(format!("{flag} needs a value"));
             match flag.as_str() {
                 "--bind" => c.bind = parse_bind(&value()?)?,
                 "--port" => c.port = parse_port(&value()?)?,
@@ -78,13 +73,11 @@ impl Config {
 }
 
 fn parse_bind(v: &str) -> Result<IpAddr, String> {
-    v.parse()
-        .map_err(|_| format!("--bind: {v:?} is not an IP address"))
+    v.parse().map_err(|_| format!("--bind: {v:?} is not an IP address"))
 }
 
 fn parse_port(v: &str) -> Result<u16, String> {
-    v.parse()
-        .map_err(|_| format!("--port: {v:?} is not a port number (0-65535)"))
+    v.parse().map_err(|_| format!("--port: {v:?} is not a port number (0-65535)"))
 }
 
 #[cfg(test)]
@@ -92,10 +85,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Option<Config>, String> {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_args_and_env(args.iter().map(|s| s.to_string()), |k| {
             env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone())
         })
@@ -104,19 +94,9 @@ mod tests {
     #[test]
     fn defaults_env_and_flags() {
         assert_eq!(parse(&[], &[]).unwrap().unwrap(), Config::default());
-        let c = parse(
-            &[],
-            &[("REGINA_PORT", "7000"), ("REGINA_DATA_DIR", "/tmp/x")],
-        )
-        .unwrap()
-        .unwrap();
+        let c = parse(&[], &[("REGINA_PORT", "7000"), ("REGINA_DATA_DIR", "/tmp/x")]).unwrap().unwrap();
         assert_eq!((c.port, c.data_dir.to_str().unwrap()), (7000, "/tmp/x"));
-        let c = parse(
-            &["--port", "7001", "--bind=0.0.0.0"],
-            &[("REGINA_PORT", "7000")],
-        )
-        .unwrap()
-        .unwrap();
+        let c = parse(&["--port", "7001", "--bind=0.0.0.0"], &[("REGINA_PORT", "7000")]).unwrap().unwrap();
         assert_eq!((c.port, c.bind.to_string().as_str()), (7001, "0.0.0.0"));
         assert!(parse(&["--port", "x"], &[]).is_err());
         assert!(parse(&["--nope"], &[]).is_err());

@@ -4,30 +4,27 @@
 use regina_server::config::{Config, USAGE};
 
 fn main() {
-    let config =
-        match Config::from_args_and_env(std::env::args().skip(1), |k| std::env::var(k).ok()) {
-            Ok(Some(c)) => c,
-            Ok(None) => {
-                print!("{USAGE}");
-                return;
-            }
-            Err(e) => {
-                eprintln!("regina: {e}");
-                std::process::exit(2);
-            }
-        };
+    let config = match Config::from_args_and_env(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            print!("{USAGE}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("regina: {e}");
+            std::process::exit(2);
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REGINA_LOG")
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("REGINA_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .init();
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let result = runtime.block_on(async move {
         let addr = std::net::SocketAddr::new(config.bind, config.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         regina_server::serve(listener, &config.data_dir, shutdown_signal()).await
     });
     if let Err(e) = result {

@@ -24,6 +24,8 @@ const SNAPSHOT_EVERY_ENTRIES: u64 = 20_000;
 /// WAL bytes that also trigger a snapshot, so large payloads do not let the
 /// log grow unbounded between entry-count triggers.
 const SNAPSHOT_EVERY_WAL_BYTES: u64 = 256 * 1024 * 1024;
+/// How often the leader checks for due timers.
+const TIMER_CHECK: Duration = Duration::from_millis(50);
 /// How often the leader proposes a retention sweep.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -43,17 +45,16 @@ pub struct Node {
     pub shared: Arc<SharedState>,
     pub log: LogStore,
     last_stamp: AtomicU64,
+    /// Raised once when the node starts to stop: parked long polls answer
+    /// at once and background chores end.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Node {
     pub async fn open(data_dir: &Path, http_addr: String) -> Result<Arc<Node>, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
-        let log = LogStore::open(
-            &data_dir.join("raft"),
-            WalOptions::default(),
-            Arc::new(RealIo),
-        )?;
+        let log = LogStore::open(&data_dir.join("raft"), WalOptions::default(), Arc::new(RealIo))?;
         let sm = StateMachineStore::open(data_dir)?;
         let shared = sm.shared();
         let config = RaftConfig {
@@ -67,21 +68,13 @@ impl Node {
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
-        let raft = Raft::new(NODE_ID, config, NoPeers, log.clone(), sm)
-            .await
-            .map_err(|e| e.to_string())?;
+        let raft = Raft::new(NODE_ID, config, NoPeers, log.clone(), sm).await.map_err(|e| e.to_string())?;
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
             let members = BTreeMap::from([(NODE_ID, BasicNode { addr: http_addr })]);
-            raft.initialize(members)
-                .await
-                .map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
+            raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
         }
-        let node = Arc::new(Node {
-            raft,
-            shared,
-            log,
-            last_stamp: AtomicU64::new(0),
-        });
+        let (stopping, _) = tokio::sync::watch::channel(false);
+        let node = Arc::new(Node { raft, shared, log, last_stamp: AtomicU64::new(0), stopping });
         node.wait_for_leader(Duration::from_secs(10)).await?;
         Ok(node)
     }
@@ -102,19 +95,14 @@ impl Node {
         res.map_err(|_| "no leader elected within 10 s".to_string())?;
         // Apply everything the log already holds before serving, so the first
         // read sees every write acknowledged before the restart.
-        self.propose(Command::Noop)
-            .await
-            .map_err(|e| e.to_string())?;
+        self.propose(Command::Noop).await.map_err(|e| e.to_string())?;
         Ok(())
     }
 
     /// The leader's clock for a new entry: wall time, never behind the last
     /// stamp (the state machine also refuses to go back).
     pub fn stamp(&self) -> u64 {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let prev = self.last_stamp.fetch_max(wall, Ordering::AcqRel);
         prev.max(wall)
     }
@@ -122,15 +110,10 @@ impl Node {
     /// Appends a command to the log and answers once it is durable and
     /// applied.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
-        let entry = Entry {
-            now_ms: self.stamp(),
-            command,
-        };
+        let entry = Entry { now_ms: self.stamp(), command };
         match self.raft.client_write(entry).await {
             Ok(resp) => Ok(resp.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
-                Err(ProposeError::NoLeader)
-            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
             Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
             Err(RaftError::Fatal(f)) => {
                 let why = self.log.poisoned().unwrap_or_else(|| f.to_string());
@@ -139,16 +122,49 @@ impl Node {
         }
     }
 
-    /// The leader's chores: retention sweeps and snapshots by log volume.
-    pub fn spawn_background(self: &Arc<Self>, shutdown: tokio::sync::watch::Receiver<bool>) {
+    /// Starts stopping: long polls answer now, chores end.
+    pub fn begin_stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once the node starts stopping.
+    pub async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Fires due timers: every [`TIMER_CHECK`] the leader looks at the
+    /// earliest due time and, when it has passed, proposes one entry that
+    /// fires everything due at that entry's time.
+    pub fn spawn_timer_driver(self: &Arc<Self>) {
         let node = self.clone();
-        let mut stop = shutdown;
+        let mut stop = self.stopping.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(TIMER_CHECK) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                let due = node.shared.machine.read().state.timers.next_due_ms();
+                if due.is_some_and(|at| at <= node.stamp()) {
+                    if let Err(e) = node.propose(Command::FireTimers).await {
+                        tracing::warn!("firing timers: {e}");
+                    }
+                }
+            }
+        });
+    }
+
+    /// The leader's chores: retention sweeps and snapshots by log volume.
+    pub fn spawn_background(self: &Arc<Self>) {
+        let node = self.clone();
+        let mut stop = self.stopping.subscribe();
         tokio::spawn(async move {
             let mut last_snapshot_bytes = 0u64;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
-                    _ = stop.changed() => return,
+                    _ = stop.wait_for(|s| *s) => return,
                 }
                 if node.needs_sweep() {
                     let _ = node.propose(Command::Sweep).await;
@@ -163,11 +179,15 @@ impl Node {
     }
 
     fn needs_sweep(&self) -> bool {
+        let now = self.stamp();
         let m = self.shared.machine.read();
-        m.state
-            .queues
-            .values()
-            .any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
+        // Expired KV rows and lapsed lock permits are already invisible;
+        // the sweep only gives their memory back.
+        m.state.kv.first_expiry().is_some_and(|e| e <= now)
+            || m.state
+                .queues
+                .values()
+                .any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
     }
 
     pub async fn shutdown(&self) {

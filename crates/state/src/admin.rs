@@ -31,12 +31,8 @@ impl State {
         for p in &q.partitions {
             self.partition_ids.remove(&p.id);
         }
-        let dead: Vec<String> = self
-            .leases
-            .iter()
-            .filter(|(_, e)| e.claims.iter().any(|c| c.0 == qid))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let dead: Vec<String> =
+            self.leases.iter().filter(|(_, e)| e.claims.iter().any(|c| c.0 == qid)).map(|(id, _)| id.clone()).collect();
         for id in dead {
             if let Some(e) = self.leases.get_mut(&id) {
                 e.claims.retain(|c| c.0 != qid);
@@ -58,10 +54,7 @@ impl State {
         ids.sort_unstable();
         for qid in ids {
             let q = self.queues.get_mut(&qid).expect("listed above");
-            let (ret, done_ret) = (
-                q.options.retention_seconds,
-                q.options.completed_retention_seconds,
-            );
+            let (ret, done_ret) = (q.options.retention_seconds, q.options.completed_retention_seconds);
             if ret == 0 && done_ret == 0 {
                 continue;
             }
@@ -72,10 +65,8 @@ impl State {
                     floor = floor.max(p.first_at_or_after(now.saturating_sub(ret * 1000)));
                 }
                 if done_ret > 0 && groups > 0 {
-                    let consumed = (0..groups as u32)
-                        .map(|g| p.cursor(g).map_or(p.base, |c| c.next))
-                        .min()
-                        .unwrap_or(p.base);
+                    let consumed =
+                        (0..groups as u32).map(|g| p.cursor(g).map_or(p.base, |c| c.next)).min().unwrap_or(p.base);
                     let aged = p.first_at_or_after(now.saturating_sub(done_ret * 1000));
                     floor = floor.max(consumed.min(aged));
                 }

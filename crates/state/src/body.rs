@@ -43,23 +43,14 @@ pub struct BodyRecord {
 
 impl BodyRecord {
     pub fn encoded_len(&self) -> usize {
-        16 + 8
-            + 1
-            + if self.trace_id.is_some() { 16 } else { 0 }
-            + 2
-            + self.transaction_id.len()
-            + self.payload.len()
+        16 + 8 + 1 + if self.trace_id.is_some() { 16 } else { 0 } + 2 + self.transaction_id.len() + self.payload.len()
     }
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
         out.extend_from_slice(&self.id);
         out.extend_from_slice(&self.created_ms.to_le_bytes());
-        out.push(if self.trace_id.is_some() {
-            FLAG_TRACE
-        } else {
-            0
-        });
+        out.push(if self.trace_id.is_some() { FLAG_TRACE } else { 0 });
         if let Some(t) = &self.trace_id {
             out.extend_from_slice(t);
         }
@@ -91,13 +82,7 @@ impl BodyRecord {
         at += 2;
         let transaction_id = String::from_utf8(b.get(at..at + tl)?.to_vec()).ok()?;
         at += tl;
-        Some(BodyRecord {
-            id,
-            created_ms,
-            trace_id,
-            transaction_id,
-            payload: b.get(at..)?.to_vec(),
-        })
+        Some(BodyRecord { id, created_ms, trace_id, transaction_id, payload: b.get(at..)?.to_vec() })
     }
 }
 

@@ -44,18 +44,45 @@ pub enum Command {
     Transaction(TxnCmd),
     /// Forgets a group's cursors on one queue or all; with `delete_metadata`
     /// also its registration, so its next pop subscribes afresh.
-    DeleteGroup { group: String, queue: Option<String>, delete_metadata: bool },
+    DeleteGroup {
+        group: String,
+        queue: Option<String>,
+        delete_metadata: bool,
+    },
     /// Moves a group's cursors on a queue to the end or to a time. The one
     /// way a cursor moves back: an operator's explicit request.
-    Seek { group: String, queue: String, target: SeekTarget },
+    Seek {
+        group: String,
+        queue: String,
+        target: SeekTarget,
+    },
     /// Re-seeds a group from a time on every queue where it exists.
-    SetSubscription { group: String, from_ms: u64 },
+    SetSubscription {
+        group: String,
+        from_ms: u64,
+    },
     /// Drops one dead-letter row.
-    DeleteDeadLetter { partition_id: u64, transaction_id: String },
+    DeleteDeadLetter {
+        partition_id: u64,
+        transaction_id: String,
+    },
     /// Replays one dead-letter row as a new message of its partition.
-    RetryDeadLetter { partition_id: u64, transaction_id: String, item: PushItem },
+    RetryDeadLetter {
+        partition_id: u64,
+        transaction_id: String,
+        item: PushItem,
+    },
     /// Records a processing trace event for a message.
     RecordTrace(crate::traces::TraceEvent),
+    /// A KV call: its operations in order, all or nothing when one that is
+    /// `required` loses its precondition.
+    Kv(KvCmd),
+    /// A locks call: independent operations, each on a different lock.
+    Locks(LocksCmd),
+    /// Schedules and cancels timers.
+    Timers(Vec<crate::timers::TimerOp>),
+    /// Fires every timer due at the entry's time (proposed by the leader).
+    FireTimers,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,15 +111,9 @@ pub struct PushCmd {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PopTarget {
     /// Any partition of a queue, or one named partition.
-    Queue {
-        queue: String,
-        partition: Option<String>,
-    },
+    Queue { queue: String, partition: Option<String> },
     /// Any queue labelled with this namespace and/or task.
-    Discovery {
-        namespace: Option<String>,
-        task: Option<String>,
-    },
+    Discovery { namespace: Option<String>, task: Option<String> },
 }
 
 /// How a consumer group that meets a queue for the first time is seeded.
@@ -169,4 +190,99 @@ pub enum TxnOp {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TxnCmd {
     pub ops: Vec<TxnOp>,
+    /// KV riders, judged after the acks and applied with the rest.
+    #[serde(default)]
+    pub kv: Vec<KvOp>,
+    /// Timer riders: applied only if the step commits.
+    #[serde(default)]
+    pub timers: Vec<crate::timers::TimerOp>,
+}
+
+/// One KV operation. Lifetimes travel as seconds from the entry's time
+/// (`None` is forever), so every replica computes the same expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KvOp {
+    Get {
+        ns: String,
+        key: String,
+    },
+    GetMany {
+        ns: String,
+        keys: Vec<String>,
+    },
+    GetPrefix {
+        ns: String,
+        prefix: String,
+        after: Option<String>,
+        limit: u32,
+        keys_only: bool,
+    },
+    /// `putIfAbsent` is a put with `expect: Some(0)`.
+    Put {
+        ns: String,
+        key: String,
+        value: Vec<u8>,
+        ttl_seconds: Option<u64>,
+        expect: Option<u64>,
+        required: bool,
+    },
+    Delete {
+        ns: String,
+        key: String,
+        expect: Option<u64>,
+        required: bool,
+    },
+    Incr {
+        ns: String,
+        key: String,
+        delta: i64,
+        min: Option<i64>,
+        max: Option<i64>,
+        ttl_seconds: Option<u64>,
+        required: bool,
+    },
+    /// Asserts a version (`0`: must not exist) and writes nothing.
+    Check {
+        ns: String,
+        key: String,
+        expect: u64,
+        required: bool,
+    },
+}
+
+impl KvOp {
+    pub fn is_write(&self) -> bool {
+        matches!(self, KvOp::Put { .. } | KvOp::Delete { .. } | KvOp::Incr { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvCmd {
+    pub ops: Vec<KvOp>,
+}
+
+/// One lock operation. A lock is a semaphore of one permit; slot 0 is the
+/// only slot a lock has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockOp {
+    Acquire { name: String, ttl_seconds: u64, owner: Option<String>, limit: u32 },
+    Renew { name: String, token: u64, ttl_seconds: u64, slot: u32, owner: Option<String> },
+    Release { name: String, token: u64, slot: u32 },
+    Get { name: String },
+}
+
+impl LockOp {
+    pub fn name(&self) -> &str {
+        match self {
+            LockOp::Acquire { name, .. }
+            | LockOp::Renew { name, .. }
+            | LockOp::Release { name, .. }
+            | LockOp::Get { name } => name,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocksCmd {
+    pub ops: Vec<LockOp>,
 }

@@ -35,12 +35,7 @@ pub struct Cursor {
 
 impl Cursor {
     pub fn at(next: u64) -> Self {
-        Cursor {
-            next,
-            lease: None,
-            fail_offset: u64::MAX,
-            failures: 0,
-        }
+        Cursor { next, lease: None, fail_offset: u64::MAX, failures: 0 }
     }
 
     /// The live lease, if any; an expired one counts as none.

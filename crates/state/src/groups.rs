@@ -99,9 +99,10 @@ impl State {
         let hash = txn_hash(transaction_id);
         let q = self.queues.get_mut(&qid)?;
         let p = &q.partitions[pidx as usize];
-        let i = q.dlq.iter().rposition(|e| {
-            e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn == hash)
-        })?;
+        let i = q
+            .dlq
+            .iter()
+            .rposition(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn == hash))?;
         Some(q.dlq.remove(i))
     }
 

@@ -7,19 +7,9 @@ use crate::state::{LeaseEntry, State};
 
 impl State {
     /// Records that `lease_id` now holds (queue, partition, group).
-    pub(crate) fn lease_add_claim(
-        &mut self,
-        lease_id: &str,
-        claim: (u32, u32, u32),
-        expires_ms: u64,
-    ) {
-        let e = self
-            .leases
-            .entry(lease_id.to_string())
-            .or_insert_with(|| LeaseEntry {
-                claims: Vec::new(),
-                expires_ms,
-            });
+    pub(crate) fn lease_add_claim(&mut self, lease_id: &str, claim: (u32, u32, u32), expires_ms: u64) {
+        let e =
+            self.leases.entry(lease_id.to_string()).or_insert_with(|| LeaseEntry { claims: Vec::new(), expires_ms });
         e.claims.push(claim);
         if e.claims.len() == 1 {
             self.lease_expiry.insert((expires_ms, lease_id.to_string()));
@@ -30,11 +20,8 @@ impl State {
     /// drops the lease from the table once it holds nothing.
     pub(crate) fn lease_release(&mut self, lease_id: &str, claim: (u32, u32, u32)) {
         let (qid, pidx, gid) = claim;
-        if let Some(c) = self
-            .queues
-            .get_mut(&qid)
-            .and_then(|q| q.partitions.get_mut(pidx as usize))
-            .and_then(|p| p.cursor_mut(gid))
+        if let Some(c) =
+            self.queues.get_mut(&qid).and_then(|q| q.partitions.get_mut(pidx as usize)).and_then(|p| p.cursor_mut(gid))
         {
             if c.lease.as_ref().is_some_and(|l| l.id == lease_id) {
                 c.lease = None;
@@ -102,15 +89,11 @@ impl State {
         if renewed == 0 {
             return ExtendResult::default();
         }
-        self.lease_expiry
-            .remove(&(old_expiry, lease_id.to_string()));
+        self.lease_expiry.remove(&(old_expiry, lease_id.to_string()));
         self.lease_expiry.insert((new_expiry, lease_id.to_string()));
         if let Some(e) = self.leases.get_mut(lease_id) {
             e.expires_ms = new_expiry;
         }
-        ExtendResult {
-            renewed,
-            expires_ms: Some(new_expiry),
-        }
+        ExtendResult { renewed, expires_ms: Some(new_expiry) }
     }
 }

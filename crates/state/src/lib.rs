@@ -18,7 +18,9 @@
 //! - [`options`]: queue options and their defaults.
 //! - [`partition`], [`cursor`], [`queue`]: the data.
 //! - [`push`], [`pop`], [`ack`], [`lease`], [`admin`]: the transitions.
-//! - [`txn`]: a step of acks and pushes committed as one.
+//! - [`txn`]: a step of acks, pushes and KV riders committed as one.
+//! - [`kv`], [`kv_apply`]: the key/value store and a KV call judged as one.
+//! - [`locks`]: locks and semaphores, whose permits are KV rows.
 //! - [`body`]: the on-disk layout of one message body.
 
 pub mod ack;
@@ -28,7 +30,10 @@ pub mod command;
 pub mod cursor;
 pub mod groups;
 pub mod hash;
+pub mod kv;
+pub mod kv_apply;
 pub mod lease;
+pub mod locks;
 pub mod options;
 pub mod outcome;
 pub mod partition;
@@ -36,8 +41,10 @@ pub mod pop;
 pub mod push;
 pub mod queue;
 pub mod state;
+pub mod timers;
 pub mod traces;
 pub mod txn;
+pub mod views;
 
 pub use body::{BodyRecord, BodyWrite};
 pub use command::{Command, Entry};

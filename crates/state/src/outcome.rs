@@ -20,22 +20,159 @@ pub enum Outcome {
     Refused(String),
     Txn(TxnOutcome),
     /// How many (partition, group) cursors or registrations changed.
-    Changed { count: u64 },
+    Changed {
+        count: u64,
+    },
     /// Whether the addressed row existed (and was acted on).
     Found(bool),
+    Kv(KvOutcome),
+    /// One answer per lock operation, in order.
+    Locks(Vec<LockResult>),
+    Timers(Vec<crate::timers::TimerOutcome>),
 }
 
 /// What a transaction did: everything, or nothing and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TxnOutcome {
     Committed(Vec<TxnResult>),
-    Refused { reason: String, failed_index: usize, error: String },
+    /// `failed_index` is flat: pushed items and acks first, then the KV
+    /// riders. `kv` is set when a required KV precondition was lost.
+    Refused {
+        reason: String,
+        failed_index: usize,
+        error: String,
+        kv: Option<KvRefusal>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TxnResult {
     Push(PushResult),
     Ack(AckResult),
+    Kv(KvResult),
+    Timer(crate::timers::TimerOutcome),
+}
+
+/// A KV row as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvRowView {
+    pub key: String,
+    /// JSON text; `None` only in a keys-only listing.
+    pub value: Option<Vec<u8>>,
+    pub version: u64,
+    pub expires_ms: Option<u64>,
+    pub updated_ms: u64,
+}
+
+/// Why a KV write or check did not apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KvReason {
+    /// `expect: 0` met a live row.
+    Exists,
+    /// `expect: N > 0` (or a delete) met no live row.
+    Absent,
+    /// `expect: N` met another version.
+    Version,
+    /// An incr would cross its `min` or `max`.
+    Limit,
+    /// An incr met a live value that is not an integer.
+    Type,
+}
+
+impl KvReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvReason::Exists => "exists",
+            KvReason::Absent => "absent",
+            KvReason::Version => "version",
+            KvReason::Limit => "limit",
+            KvReason::Type => "type",
+        }
+    }
+}
+
+/// The answer to one KV operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KvResult {
+    Got(Option<KvRowView>),
+    Many {
+        rows: Vec<KvRowView>,
+        missing: Vec<String>,
+        truncated: bool,
+    },
+    Prefix {
+        rows: Vec<KvRowView>,
+        truncated: bool,
+        next_after: Option<String>,
+    },
+    /// A put or incr applied (`row` is what is stored now), or a delete
+    /// applied (`row` is `None`).
+    Written {
+        row: Option<KvRowView>,
+    },
+    Checked {
+        version: u64,
+    },
+    /// A write or check lost its precondition; `current` is the live row.
+    NotApplied {
+        reason: KvReason,
+        current: Option<KvRowView>,
+    },
+}
+
+/// A required KV operation lost its precondition, so nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvRefusal {
+    /// Index inside the KV operations of the call.
+    pub index: usize,
+    pub reason: KvReason,
+    pub current: Option<KvRowView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KvOutcome {
+    Done(Vec<KvResult>),
+    Refused(KvRefusal),
+}
+
+/// Somebody holding a permit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    pub slot: u32,
+    pub owner: Option<String>,
+    pub token: u64,
+    pub since_ms: Option<u64>,
+    pub expires_ms: Option<u64>,
+    pub renewed_ms: u64,
+}
+
+/// The answer to one lock operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockResult {
+    /// `already`: the owner held this permit before the call.
+    Acquired {
+        slot: u32,
+        token: u64,
+        owner: Option<String>,
+        already: bool,
+    },
+    /// Every permit is held.
+    Held {
+        holders: Vec<LockHolder>,
+    },
+    Renewed {
+        slot: u32,
+        token: u64,
+    },
+    Released {
+        slot: u32,
+    },
+    /// A renew or release whose token is no longer the permit's.
+    Lost {
+        slot: u32,
+        holders: Vec<LockHolder>,
+    },
+    Holders(Vec<LockHolder>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,11 +234,7 @@ pub struct AckResult {
 
 impl AckResult {
     pub fn refused(error: &str) -> Self {
-        AckResult {
-            success: false,
-            error: Some(error.to_string()),
-            ..Default::default()
-        }
+        AckResult { success: false, error: Some(error.to_string()), ..Default::default() }
     }
 }
 
@@ -114,5 +247,4 @@ pub struct ExtendResult {
 /// Refusal texts. Clients match substrings of these (`lease`, `unresolv`,
 /// `committed`), so they are part of the wire.
 pub const ERR_LEASE: &str = "invalid or expired lease";
-pub const ERR_UNRESOLVABLE: &str =
-    "transaction is unresolvable, already committed, or acknowledgment is stale";
+pub const ERR_UNRESOLVABLE: &str = "transaction is unresolvable, already committed, or acknowledgment is stale";

@@ -55,9 +55,7 @@ impl Partition {
     }
 
     pub fn meta(&self, offset: u64) -> Option<&MsgMeta> {
-        offset
-            .checked_sub(self.base)
-            .and_then(|i| self.msgs.get(i as usize))
+        offset.checked_sub(self.base).and_then(|i| self.msgs.get(i as usize))
     }
 
     /// First kept offset created at or after `ms` (or the end).
@@ -71,9 +69,7 @@ impl Partition {
     }
 
     pub fn cursor_mut(&mut self, group: u32) -> Option<&mut Cursor> {
-        self.cursors
-            .get_mut(group as usize)
-            .and_then(|c| c.as_mut())
+        self.cursors.get_mut(group as usize).and_then(|c| c.as_mut())
     }
 
     /// Installs a cursor for a group that has none here yet.
@@ -83,8 +79,7 @@ impl Partition {
             self.cursors.resize(g + 1, None);
         }
         let base = self.base;
-        let c =
-            self.cursors[g].get_or_insert_with(|| super::cursor::Cursor::at(seed_next.max(base)));
+        let c = self.cursors[g].get_or_insert_with(|| super::cursor::Cursor::at(seed_next.max(base)));
         if c.next < base {
             c.next = base;
         }
@@ -115,9 +110,7 @@ impl Partition {
         if let Some(off) = self.txn_index.get(&hash) {
             return Some(*off);
         }
-        range
-            .into_iter()
-            .find(|off| self.meta(*off).is_some_and(|m| m.txn == hash))
+        range.into_iter().find(|off| self.meta(*off).is_some_and(|m| m.txn == hash))
     }
 
     /// Drops messages below `offset` (retention); cursors below follow.

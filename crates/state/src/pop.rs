@@ -51,20 +51,13 @@ impl State {
         let now = self.now_ms;
         let q = self.queues.get_mut(&qid).expect("queue id from the index");
         let gid = q.group_id(&cmd.group, cmd.subscription, now);
-        let lease_ms = cmd
-            .lease_ms
-            .unwrap_or(q.options.lease_time.saturating_mul(1000))
-            .max(1);
+        let lease_ms = cmd.lease_ms.unwrap_or(q.options.lease_time.saturating_mul(1000)).max(1);
         let delay_ms = q.options.delayed_processing.saturating_mul(1000);
         let order: Vec<u32> = match partition {
             Some(name) => q.partition_by_name(name).into_iter().collect(),
             None => {
                 let n = q.partitions.len() as u32;
-                let start = if n == 0 {
-                    0
-                } else {
-                    q.groups[gid as usize].next_try % n
-                };
+                let start = if n == 0 { 0 } else { q.groups[gid as usize].next_try % n };
                 (0..n).map(|i| (start + i) % n).collect()
             }
         };
@@ -75,8 +68,7 @@ impl State {
                 break;
             }
             let budget = cmd.batch - taken;
-            if let Some(claim) = claim_partition(q, gid, pidx, budget, now, delay_ms, lease_ms, cmd)
-            {
+            if let Some(claim) = claim_partition(q, gid, pidx, budget, now, delay_ms, lease_ms, cmd) {
                 out.claims.push(claim);
                 claimed.push(pidx);
             }
@@ -124,12 +116,7 @@ fn claim_partition(
         if m.created_ms.saturating_add(delay_ms) > now {
             break;
         }
-        messages.push(Delivered {
-            offset: off,
-            pos: m.pos,
-            len: m.len,
-            attempt: attempt_of(off),
-        });
+        messages.push(Delivered { offset: off, pos: m.pos, len: m.len, attempt: attempt_of(off) });
         off += 1;
     }
     if messages.is_empty() {
@@ -148,12 +135,7 @@ fn claim_partition(
             duration_ms: lease_ms,
         });
     }
-    Some(Claim {
-        queue: q.name.clone(),
-        partition: p.name.clone(),
-        partition_id: p.id,
-        messages,
-    })
+    Some(Claim { queue: q.name.clone(), partition: p.name.clone(), partition_id: p.id, messages })
 }
 
 impl State {
@@ -163,12 +145,8 @@ impl State {
     /// long poll can wait without writing a log entry per check.
     pub fn pop_would_act(&self, target: &PopTarget, group: &str, now: u64) -> bool {
         let qids: Vec<u32> = match target {
-            PopTarget::Queue { queue, .. } => {
-                self.queue_names.get(queue).copied().into_iter().collect()
-            }
-            PopTarget::Discovery { namespace, task } => {
-                self.discover(namespace.as_deref(), task.as_deref())
-            }
+            PopTarget::Queue { queue, .. } => self.queue_names.get(queue).copied().into_iter().collect(),
+            PopTarget::Discovery { namespace, task } => self.discover(namespace.as_deref(), task.as_deref()),
         };
         let named = match target {
             PopTarget::Queue { partition, .. } => partition.as_deref(),
@@ -180,19 +158,14 @@ impl State {
                 return true;
             };
             let delay_ms = q.options.delayed_processing.saturating_mul(1000);
-            q.partitions
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| named.is_none_or(|n| n == p.name))
-                .any(|(pidx, p)| {
-                    let next = match p.cursor(gid) {
-                        Some(c) if c.live_lease(now).is_some() => return false,
-                        Some(c) => c.next.max(p.base),
-                        None => q.seed_for(gid, pidx as u32),
-                    };
-                    p.meta(next)
-                        .is_some_and(|m| m.created_ms.saturating_add(delay_ms) <= now)
-                })
+            q.partitions.iter().enumerate().filter(|(_, p)| named.is_none_or(|n| n == p.name)).any(|(pidx, p)| {
+                let next = match p.cursor(gid) {
+                    Some(c) if c.live_lease(now).is_some() => return false,
+                    Some(c) => c.next.max(p.base),
+                    None => q.seed_for(gid, pidx as u32),
+                };
+                p.meta(next).is_some_and(|m| m.created_ms.saturating_add(delay_ms) <= now)
+            })
         })
     }
 }

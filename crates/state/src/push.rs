@@ -44,9 +44,7 @@ impl State {
                 let (pid, off) = (results[i].partition_id, results[i].offset);
                 results[i].message_id = results[..i]
                     .iter()
-                    .find(|r| {
-                        r.status == PushStatus::Queued && r.partition_id == pid && r.offset == off
-                    })
+                    .find(|r| r.status == PushStatus::Queued && r.partition_id == pid && r.offset == off)
                     .and_then(|r| r.message_id);
             }
         }
@@ -76,7 +74,14 @@ impl State {
         p.txn_index.insert(hash, offset);
         p.last_write_ms = now;
         writes.push(BodyWrite { pos, bytes });
-        PushResult { status: PushStatus::Queued, partition_id: p.id, offset, pos, len, message_id: Some(item.message_id) }
+        PushResult {
+            status: PushStatus::Queued,
+            partition_id: p.id,
+            offset,
+            pos,
+            len,
+            message_id: Some(item.message_id),
+        }
     }
 
     /// The (queue id, partition index) for a push, creating either.
@@ -88,8 +93,7 @@ impl State {
             return (q.id, i);
         }
         let idx = q.partitions.len() as u32;
-        q.partitions
-            .push(Partition::new(next_pid, partition.to_string(), now));
+        q.partitions.push(Partition::new(next_pid, partition.to_string(), now));
         q.partition_index.insert(partition.to_string(), idx);
         let qid = q.id;
         self.partition_ids.insert(next_pid, (qid, idx));
@@ -100,13 +104,7 @@ impl State {
 
 /// The answer for a transaction id already stored, if it still counts as a
 /// duplicate: within the window, or pushed in this same entry.
-fn duplicate_of(
-    p: &Partition,
-    hash: u128,
-    now: u64,
-    window_ms: u64,
-    in_request: bool,
-) -> Option<PushResult> {
+fn duplicate_of(p: &Partition, hash: u128, now: u64, window_ms: u64, in_request: bool) -> Option<PushResult> {
     let offset = *p.txn_index.get(&hash)?;
     let meta = p.meta(offset)?;
     if !in_request && meta.created_ms.saturating_add(window_ms) <= now {

@@ -83,12 +83,7 @@ impl Queue {
             Subscription::From(ms) => Some(ms),
             _ => None,
         };
-        self.groups.push(Group {
-            name: name.to_string(),
-            seed_from_ms,
-            next_try: 0,
-            registered_ms: now_ms,
-        });
+        self.groups.push(Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms });
         self.group_index.insert(name.to_string(), gid);
         if sub == Subscription::New {
             for p in &mut self.partitions {

@@ -37,6 +37,9 @@ pub struct State {
     /// Entries applied; a cheap fingerprint for replicas and tests.
     pub applied_entries: u64,
     pub traces: crate::traces::Traces,
+    /// KV rows, lock permits among them.
+    pub kv: crate::kv::KvStore,
+    pub timers: crate::timers::Timers,
 }
 
 /// The result of applying one entry.
@@ -49,11 +52,7 @@ pub struct Applied {
 
 impl State {
     pub fn new() -> Self {
-        State {
-            next_partition_id: 1,
-            next_queue_id: 1,
-            ..Default::default()
-        }
+        State { next_partition_id: 1, next_queue_id: 1, ..Default::default() }
     }
 
     pub fn apply(&mut self, entry: &Entry) -> Applied {
@@ -92,6 +91,14 @@ impl State {
             }
             Command::Sweep => {
                 self.sweep();
+                self.kv.sweep(self.now_ms, crate::kv::KV_SWEEP_ROWS_MAX);
+                Outcome::Done
+            }
+            Command::Kv(cmd) => Outcome::Kv(self.kv_call(cmd)),
+            Command::Locks(cmd) => Outcome::Locks(self.locks_call(cmd)),
+            Command::Timers(ops) => Outcome::Timers(ops.iter().map(|op| self.timers.apply(op, self.now_ms)).collect()),
+            Command::FireTimers => {
+                self.fire_timers(&mut writes);
                 Outcome::Done
             }
         };
@@ -99,27 +106,24 @@ impl State {
     }
 
     pub fn queue(&self, name: &str) -> Option<&Queue> {
-        self.queue_names
-            .get(name)
-            .and_then(|id| self.queues.get(id))
+        self.queue_names.get(name).and_then(|id| self.queues.get(id))
     }
 
     /// The queue named `name`, created with `options` if it does not exist.
-    pub(crate) fn queue_or_create(
-        &mut self,
-        name: &str,
-        options: QueueOptions,
-    ) -> (&mut Queue, bool) {
+    pub(crate) fn queue_or_create(&mut self, name: &str, options: QueueOptions) -> (&mut Queue, bool) {
         if let Some(id) = self.queue_names.get(name).copied() {
-            return (
-                self.queues.get_mut(&id).expect("queue index is consistent"),
-                false,
-            );
+            return (self.queues.get_mut(&id).expect("queue index is consistent"), false);
         }
         let id = self.next_queue_id;
         self.next_queue_id += 1;
         self.queue_names.insert(name.to_string(), id);
-        let q = Queue::new(id, name.to_string(), options, self.now_ms);
+        let mut q = Queue::new(id, name.to_string(), options, self.now_ms);
+        // `namespace.task.name` declares the labels without a configure call.
+        let parts: Vec<&str> = name.splitn(3, '.').collect();
+        if parts.len() == 3 && parts.iter().all(|p| !p.is_empty()) {
+            q.namespace = Some(parts[0].to_string());
+            q.task = Some(parts[1].to_string());
+        }
         (self.queues.entry(id).or_insert(q), true)
     }
 
@@ -141,10 +145,7 @@ impl State {
     /// and after recovery.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (name, id) in &self.queue_names {
-            let q = self
-                .queues
-                .get(id)
-                .ok_or(format!("queue {name} indexed but missing"))?;
+            let q = self.queues.get(id).ok_or(format!("queue {name} indexed but missing"))?;
             for (i, p) in q.partitions.iter().enumerate() {
                 if self.partition_ids.get(&p.id) != Some(&(*id, i as u32)) {
                     return Err(format!("partition {} of {name} not indexed", p.id));
@@ -154,10 +155,7 @@ impl State {
                         return Err(format!("cursor past the end in partition {}", p.id));
                     }
                     if let Some(l) = &c.lease {
-                        if l.start < c.next.min(l.start)
-                            || l.end > p.next_offset()
-                            || l.start > l.end
-                        {
+                        if l.start < c.next.min(l.start) || l.end > p.next_offset() || l.start > l.end {
                             return Err(format!("lease range broken in partition {}", p.id));
                         }
                     }
@@ -167,6 +165,6 @@ impl State {
         if self.queues.len() != self.queue_names.len() {
             return Err("queue map and name index disagree".into());
         }
-        Ok(())
+        self.kv.check()
     }
 }

@@ -50,7 +50,11 @@ impl Traces {
         }
     }
 
-    pub fn for_message<'a>(&'a self, partition_id: u64, transaction_id: &'a str) -> impl Iterator<Item = &'a TraceEvent> {
+    pub fn for_message<'a>(
+        &'a self,
+        partition_id: u64,
+        transaction_id: &'a str,
+    ) -> impl Iterator<Item = &'a TraceEvent> {
         self.events.iter().filter(move |e| e.partition_id == partition_id && e.transaction_id == transaction_id)
     }
 

@@ -1,8 +1,9 @@
-//! A transaction: acks and pushes of one step, applied as one entry, all or
-//! nothing. Every ack is judged first, against copies of the cursors; only
-//! when none is refused are the pushes stored and the acks committed. An ack
-//! that would change nothing (already committed) refuses the step too: a
-//! step sent twice must not push twice.
+//! A transaction: acks, pushes and KV riders of one step, applied as one
+//! entry, all or nothing. Every ack is judged first, against copies of the
+//! cursors, then the KV riders against a staged view of the store; only when
+//! nothing is refused are the pushes stored, the acks committed and the KV
+//! writes applied. An ack that would change nothing (already committed)
+//! refuses the step too: a step sent twice must not push twice.
 
 use crate::body::BodyWrite;
 use crate::command::{AckItem, PushCmd, TxnCmd, TxnOp};
@@ -33,9 +34,21 @@ impl State {
                     reason: "rejected_ack".into(),
                     failed_index: *op_index,
                     error: format!("QTXN {why}; the transaction rolled back"),
+                    kv: None,
                 };
             }
         }
+        let kv_plan = match self.kv.plan(&cmd.kv, self.now_ms) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                return TxnOutcome::Refused {
+                    reason: "kv_precondition".into(),
+                    failed_index: cmd.ops.len() + refusal.index,
+                    error: "QKV a required KV precondition failed; the transaction rolled back".into(),
+                    kv: Some(refusal),
+                };
+            }
+        };
         let pushes: Vec<_> = cmd
             .ops
             .iter()
@@ -46,7 +59,7 @@ impl State {
             .collect();
         let mut pushed = self.push(&PushCmd { items: pushes }, writes).into_iter();
         let mut acked = self.commit_acks(plan).into_iter();
-        let results = cmd
+        let mut results: Vec<TxnResult> = cmd
             .ops
             .iter()
             .map(|op| match op {
@@ -54,6 +67,9 @@ impl State {
                 TxnOp::Ack { .. } => TxnResult::Ack(acked.next().expect("one result per ack")),
             })
             .collect();
+        results.extend(self.kv.commit(kv_plan).into_iter().map(TxnResult::Kv));
+        let now = self.now_ms;
+        results.extend(cmd.timers.iter().map(|op| TxnResult::Timer(self.timers.apply(op, now))));
         TxnOutcome::Committed(results)
     }
 }

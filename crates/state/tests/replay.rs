@@ -63,10 +63,10 @@ fn cursors(s: &State) -> Vec<((String, u64, u32), u64)> {
         .values()
         .flat_map(|q| {
             q.partitions.iter().flat_map(move |p| {
-                p.cursors.iter().enumerate().filter_map(move |(g, c)| {
-                    c.as_ref()
-                        .map(|c| ((q.name.clone(), p.id, g as u32), c.next))
-                })
+                p.cursors
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(g, c)| c.as_ref().map(|c| ((q.name.clone(), p.id, g as u32), c.next)))
             })
         })
         .collect();

@@ -9,17 +9,8 @@ use regina_state::{Command, Outcome};
 use support::*;
 
 fn configure(h: &mut Harness, queue: &str, patch: OptionsPatch) {
-    let cmd = ConfigureCmd {
-        queue: queue.into(),
-        namespace: None,
-        task: None,
-        options: patch,
-        replace: false,
-    };
-    assert!(matches!(
-        h.apply(Command::Configure(cmd)),
-        Outcome::Configured { .. }
-    ));
+    let cmd = ConfigureCmd { queue: queue.into(), namespace: None, task: None, options: patch, replace: false };
+    assert!(matches!(h.apply(Command::Configure(cmd)), Outcome::Configured { .. }));
 }
 
 #[test]
@@ -39,23 +30,10 @@ fn offsets_are_gapless_per_partition_and_duplicates_answer_the_original() {
 #[test]
 fn repeats_inside_one_push_collapse_even_with_no_window() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            dedup_window_seconds: Some(0),
-            ..Default::default()
-        },
-    );
-    let items = vec![
-        h.item("q", "P", "same"),
-        h.item("q", "P", "same"),
-        h.item("q", "P", "other"),
-    ];
+    configure(&mut h, "q", OptionsPatch { dedup_window_seconds: Some(0), ..Default::default() });
+    let items = vec![h.item("q", "P", "same"), h.item("q", "P", "same"), h.item("q", "P", "other")];
     let first_id = items[0].message_id;
-    let Outcome::Push(r) = h.apply(Command::Push(PushCmd { items })) else {
-        panic!()
-    };
+    let Outcome::Push(r) = h.apply(Command::Push(PushCmd { items })) else { panic!() };
     assert_eq!(r[0].status, PushStatus::Queued);
     assert_eq!(r[1].status, PushStatus::Duplicate);
     assert_eq!(r[1].message_id, Some(first_id));
@@ -68,14 +46,7 @@ fn repeats_inside_one_push_collapse_even_with_no_window() {
 #[test]
 fn the_dedup_window_expires() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            dedup_window_seconds: Some(10),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { dedup_window_seconds: Some(10), ..Default::default() });
     h.push("q", "P", "t");
     h.now += 9_999;
     assert_eq!(h.push("q", "P", "t").status, PushStatus::Duplicate);
@@ -91,31 +62,16 @@ fn a_lease_is_exclusive_per_partition_and_group_and_acks_commit() {
     }
     let r = h.pop("q", QM, 3, Subscription::All);
     assert_eq!(offsets(&r), vec![0, 1, 2]);
-    assert!(
-        offsets(&h.pop("q", QM, 3, Subscription::All)).is_empty(),
-        "the partition is leased"
-    );
+    assert!(offsets(&h.pop("q", QM, 3, Subscription::All)).is_empty(), "the partition is leased");
     let other = h.pop("q", "g2", 10, Subscription::All);
     assert_eq!(offsets(&other).len(), 5, "another group has its own cursor");
     let pid = r.claims[0].partition_id;
     // Acking the last of the batch commits everything before it.
-    let res = h.ack(
-        QM,
-        vec![ack_item(pid, "t2", AckStatus::Completed, &r.lease_id)],
-    );
+    let res = h.ack(QM, vec![ack_item(pid, "t2", AckStatus::Completed, &r.lease_id)]);
     assert!(res[0].success && res[0].lease_released, "{res:?}");
-    let again = h.ack(
-        QM,
-        vec![ack_item(pid, "t0", AckStatus::Completed, &r.lease_id)],
-    );
-    assert!(
-        again[0].success && again[0].noop,
-        "an ack below the cursor is a noop"
-    );
-    let nack = h.ack(
-        QM,
-        vec![ack_item(pid, "t1", AckStatus::Failed, &r.lease_id)],
-    );
+    let again = h.ack(QM, vec![ack_item(pid, "t0", AckStatus::Completed, &r.lease_id)]);
+    assert!(again[0].success && again[0].noop, "an ack below the cursor is a noop");
+    let nack = h.ack(QM, vec![ack_item(pid, "t1", AckStatus::Failed, &r.lease_id)]);
     assert!(!nack[0].success && nack[0].error.as_deref().unwrap().contains("committed"));
     assert_eq!(offsets(&h.pop("q", QM, 10, Subscription::All)), vec![3, 4]);
 }
@@ -126,40 +82,19 @@ fn ack_refusals_name_their_reason() {
     h.push("q", "P", "t0");
     let r = h.pop("q", QM, 1, Subscription::All);
     let pid = r.claims[0].partition_id;
-    let wrong = h.ack(
-        QM,
-        vec![ack_item(pid, "t0", AckStatus::Completed, "not-the-lease")],
-    );
+    let wrong = h.ack(QM, vec![ack_item(pid, "t0", AckStatus::Completed, "not-the-lease")]);
     assert!(wrong[0].error.as_deref().unwrap().contains("lease"));
-    let unknown = h.ack(
-        QM,
-        vec![ack_item(
-            pid,
-            "never-pushed",
-            AckStatus::Completed,
-            &r.lease_id,
-        )],
-    );
+    let unknown = h.ack(QM, vec![ack_item(pid, "never-pushed", AckStatus::Completed, &r.lease_id)]);
     assert!(unknown[0].error.as_deref().unwrap().contains("unresolv"));
     // Refusals did not burn the lease.
-    let ok = h.ack(
-        QM,
-        vec![ack_item(pid, "t0", AckStatus::Completed, &r.lease_id)],
-    );
+    let ok = h.ack(QM, vec![ack_item(pid, "t0", AckStatus::Completed, &r.lease_id)]);
     assert!(ok[0].success);
 }
 
 #[test]
 fn a_failed_item_clamps_its_batch_and_retries_lead_to_the_dlq() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            retry_limit: Some(1),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { retry_limit: Some(1), ..Default::default() });
     for i in 0..3 {
         h.push("q", "P", &format!("t{i}"));
     }
@@ -175,39 +110,19 @@ fn a_failed_item_clamps_its_batch_and_retries_lead_to_the_dlq() {
     );
     assert!(res.iter().all(|r| r.success), "{res:?}");
     let r2 = h.pop("q", QM, 3, Subscription::All);
-    assert_eq!(
-        offsets(&r2),
-        vec![1, 2],
-        "the failed item and everything after it come back"
-    );
+    assert_eq!(offsets(&r2), vec![1, 2], "the failed item and everything after it come back");
     assert_eq!(r2.claims[0].messages[0].attempt, 2);
-    let res = h.ack(
-        QM,
-        vec![ack_item(pid, "t1", AckStatus::Failed, &r2.lease_id)],
-    );
-    assert!(
-        res[0].dlq,
-        "second failure with retryLimit 1 goes to the DLQ"
-    );
+    let res = h.ack(QM, vec![ack_item(pid, "t1", AckStatus::Failed, &r2.lease_id)]);
+    assert!(res[0].dlq, "second failure with retryLimit 1 goes to the DLQ");
     assert_eq!(h.state.queue("q").unwrap().dlq.len(), 1);
-    assert_eq!(
-        h.state.queue("q").unwrap().dlq[0].error.as_deref(),
-        Some("boom")
-    );
+    assert_eq!(h.state.queue("q").unwrap().dlq[0].error.as_deref(), Some("boom"));
     assert_eq!(offsets(&h.pop("q", QM, 3, Subscription::All)), vec![2]);
 }
 
 #[test]
 fn retry_never_charges_the_budget() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            retry_limit: Some(0),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { retry_limit: Some(0), ..Default::default() });
     h.push("q", "P", "t0");
     for _ in 0..5 {
         let r = h.pop("q", QM, 1, Subscription::All);
@@ -221,14 +136,7 @@ fn retry_never_charges_the_budget() {
 #[test]
 fn a_lapsed_lease_redelivers_without_spending_a_retry() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            lease_time: Some(2),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { lease_time: Some(2), ..Default::default() });
     h.push("q", "P", "t0");
     let r = h.pop("q", QM, 1, Subscription::All);
     h.now += 1_999;
@@ -238,55 +146,26 @@ fn a_lapsed_lease_redelivers_without_spending_a_retry() {
     assert_eq!(offsets(&r2), vec![0]);
     assert_ne!(r2.lease_id, r.lease_id);
     assert_eq!(r2.claims[0].messages[0].attempt, 1);
-    let stale = h.ack(
-        QM,
-        vec![ack_item(
-            r.claims[0].partition_id,
-            "t0",
-            AckStatus::Completed,
-            &r.lease_id,
-        )],
-    );
+    let stale = h.ack(QM, vec![ack_item(r.claims[0].partition_id, "t0", AckStatus::Completed, &r.lease_id)]);
     assert!(!stale[0].success, "the old lease no longer acks");
 }
 
 #[test]
 fn extending_keeps_a_lease_alive() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            lease_time: Some(2),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { lease_time: Some(2), ..Default::default() });
     h.push("q", "P", "t0");
     let r = h.pop("q", QM, 1, Subscription::All);
     for _ in 0..3 {
         h.now += 1_000;
-        let Outcome::Extend(e) = h.apply(Command::ExtendLease {
-            lease_id: r.lease_id.clone(),
-        }) else {
-            panic!()
-        };
+        let Outcome::Extend(e) = h.apply(Command::ExtendLease { lease_id: r.lease_id.clone() }) else { panic!() };
         assert_eq!(e.renewed, 1);
         assert_eq!(e.expires_ms, Some(h.now + 2_000));
     }
     assert!(offsets(&h.pop("q", QM, 1, Subscription::All)).is_empty());
     let pid = r.claims[0].partition_id;
-    assert!(
-        h.ack(
-            QM,
-            vec![ack_item(pid, "t0", AckStatus::Completed, &r.lease_id)]
-        )[0]
-        .success
-    );
-    let Outcome::Extend(e) = h.apply(Command::ExtendLease {
-        lease_id: r.lease_id.clone(),
-    }) else {
-        panic!()
-    };
+    assert!(h.ack(QM, vec![ack_item(pid, "t0", AckStatus::Completed, &r.lease_id)])[0].success);
+    let Outcome::Extend(e) = h.apply(Command::ExtendLease { lease_id: r.lease_id.clone() }) else { panic!() };
     assert_eq!(e.renewed, 0, "a settled lease cannot be extended");
 }
 
@@ -299,11 +178,7 @@ fn subscriptions_seed_a_new_group_once() {
     h.push("q", "P", "new");
     h.push("q", "Q", "other-lane");
     let r = h.pop("q", "fresh", 10, Subscription::All);
-    assert_eq!(
-        offsets(&r),
-        vec![1],
-        "later pops never re-seed; old messages stay skipped"
-    );
+    assert_eq!(offsets(&r), vec![1], "later pops never re-seed; old messages stay skipped");
     let all = h.pop("q", "history", 10, Subscription::All);
     assert_eq!(offsets(&all), vec![0, 1]);
     let from = h.pop("q", "from", 10, Subscription::From(h.now));
@@ -315,10 +190,7 @@ fn auto_ack_commits_at_delivery() {
     let mut h = Harness::new();
     h.push("q", "P", "t0");
     let mut cmd = PopCmd {
-        target: PopTarget::Queue {
-            queue: "q".into(),
-            partition: None,
-        },
+        target: PopTarget::Queue { queue: "q".into(), partition: None },
         group: QM.into(),
         batch: 5,
         max_partitions: 1,
@@ -344,10 +216,7 @@ fn batch_caps_the_claim_across_partitions() {
         }
     }
     let r = h.pop_cmd(PopCmd {
-        target: PopTarget::Queue {
-            queue: "q".into(),
-            partition: None,
-        },
+        target: PopTarget::Queue { queue: "q".into(), partition: None },
         group: "g".into(),
         batch: 10,
         max_partitions: 5,
@@ -358,30 +227,16 @@ fn batch_caps_the_claim_across_partitions() {
     });
     assert_eq!(offsets(&r).len(), 10);
     assert_eq!(r.claims.len(), 3);
-    assert_eq!(
-        h.state.leases["L"].claims.len(),
-        3,
-        "one lease id holds every claimed partition"
-    );
+    assert_eq!(h.state.leases["L"].claims.len(), 3, "one lease id holds every claimed partition");
 }
 
 #[test]
 fn delayed_processing_hides_new_messages() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            delayed_processing: Some(2),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { delayed_processing: Some(2), ..Default::default() });
     h.push("q", "P", "t0");
     assert!(offsets(&h.pop("q", QM, 1, Subscription::All)).is_empty());
-    let target = PopTarget::Queue {
-        queue: "q".into(),
-        partition: None,
-    };
+    let target = PopTarget::Queue { queue: "q".into(), partition: None };
     assert!(!h.state.pop_would_act(&target, QM, h.now + 1_999));
     assert!(h.state.pop_would_act(&target, QM, h.now + 2_000));
     h.now += 2_000;
@@ -401,14 +256,7 @@ fn time_never_goes_back() {
 #[test]
 fn retention_drops_old_messages_and_delete_removes_the_queue() {
     let mut h = Harness::new();
-    configure(
-        &mut h,
-        "q",
-        OptionsPatch {
-            retention_seconds: Some(10),
-            ..Default::default()
-        },
-    );
+    configure(&mut h, "q", OptionsPatch { retention_seconds: Some(10), ..Default::default() });
     h.push("q", "P", "old");
     h.now += 11_000;
     h.push("q", "P", "new");
@@ -416,23 +264,13 @@ fn retention_drops_old_messages_and_delete_removes_the_queue() {
     let p = &h.state.queue("q").unwrap().partitions[0];
     assert_eq!((p.base, p.next_offset()), (1, 2));
     assert_eq!(offsets(&h.pop("q", QM, 5, Subscription::All)), vec![1]);
-    assert_eq!(
-        h.apply(Command::DeleteQueue { queue: "q".into() }),
-        Outcome::Deleted { existed: true }
-    );
-    assert!(
-        h.state.queue("q").is_none()
-            && h.state.partition_ids.is_empty()
-            && h.state.leases.is_empty()
-    );
-    assert_eq!(
-        h.apply(Command::DeleteQueue { queue: "q".into() }),
-        Outcome::Deleted { existed: false }
-    );
+    assert_eq!(h.apply(Command::DeleteQueue { queue: "q".into() }), Outcome::Deleted { existed: true });
+    assert!(h.state.queue("q").is_none() && h.state.partition_ids.is_empty() && h.state.leases.is_empty());
+    assert_eq!(h.apply(Command::DeleteQueue { queue: "q".into() }), Outcome::Deleted { existed: false });
 }
 
 fn txn(h: &mut Harness, ops: Vec<TxnOp>) -> TxnOutcome {
-    match h.apply(Command::Transaction(TxnCmd { ops })) {
+    match h.apply(Command::Transaction(TxnCmd { ops, kv: Vec::new(), timers: Vec::new() })) {
         Outcome::Txn(t) => t,
         o => panic!("transaction answered {o:?}"),
     }
@@ -452,7 +290,9 @@ fn a_transaction_acks_and_pushes_as_one_and_a_resend_writes_nothing() {
     assert!(matches!(&results[0], TxnResult::Ack(a) if a.success && a.lease_released));
     assert!(matches!(&results[1], TxnResult::Push(p) if p.status == PushStatus::Queued));
     let before = h.state.clone();
-    let TxnOutcome::Refused { reason, failed_index, error } = txn(&mut h, ops) else { panic!("a resend must refuse") };
+    let TxnOutcome::Refused { reason, failed_index, error, .. } = txn(&mut h, ops) else {
+        panic!("a resend must refuse")
+    };
     assert_eq!((reason.as_str(), failed_index), ("rejected_ack", 0));
     assert!(error.contains("rolled back"));
     let mut after = h.state.clone();
@@ -539,7 +379,9 @@ fn a_dead_letter_row_can_be_replayed_or_deleted_once() {
     let pid = r.claims[0].partition_id;
     assert!(h.ack(QM, vec![ack_item(pid, "t0", AckStatus::Dlq, &r.lease_id)])[0].dlq);
     let item = h.item("q", "P", "t0");
-    let Outcome::Push(p) = h.apply(Command::RetryDeadLetter { partition_id: pid, transaction_id: "t0".into(), item: item.clone() }) else {
+    let Outcome::Push(p) =
+        h.apply(Command::RetryDeadLetter { partition_id: pid, transaction_id: "t0".into(), item: item.clone() })
+    else {
         panic!("replay must push")
     };
     assert_eq!(p[0].offset, 1);
@@ -547,5 +389,20 @@ fn a_dead_letter_row_can_be_replayed_or_deleted_once() {
     let again = h.apply(Command::RetryDeadLetter { partition_id: pid, transaction_id: "t0".into(), item });
     assert_eq!(again, Outcome::Found(false));
     assert_eq!(offsets(&h.pop("q", QM, 5, Subscription::All)), vec![1]);
-    assert_eq!(h.apply(Command::DeleteDeadLetter { partition_id: pid, transaction_id: "t0".into() }), Outcome::Found(false));
+    assert_eq!(
+        h.apply(Command::DeleteDeadLetter { partition_id: pid, transaction_id: "t0".into() }),
+        Outcome::Found(false)
+    );
+}
+
+#[test]
+fn a_dotted_queue_name_declares_its_namespace_and_task() {
+    let mut h = Harness::new();
+    h.push("billing.invoices.q", "P", "t");
+    h.push("plain", "P", "t");
+    h.push("two.parts", "P", "t");
+    let q = h.state.queue("billing.invoices.q").unwrap();
+    assert_eq!((q.namespace.as_deref(), q.task.as_deref()), (Some("billing"), Some("invoices")));
+    assert_eq!(h.state.queue("plain").unwrap().namespace, None);
+    assert_eq!(h.state.queue("two.parts").unwrap().namespace, None);
 }

@@ -68,19 +68,11 @@ struct Handles {
 impl BodyStore {
     pub fn open(dir: impl AsRef<Path>, segment_bytes: u64) -> io::Result<BodyStore> {
         if segment_bytes == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "body segment_bytes must be positive",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "body segment_bytes must be positive"));
         }
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir)
-            .map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
-        Ok(BodyStore {
-            dir,
-            segment_bytes,
-            handles: Mutex::new(Handles::default()),
-        })
+        fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        Ok(BodyStore { dir, segment_bytes, handles: Mutex::new(Handles::default()) })
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -91,8 +83,7 @@ impl BodyStore {
     pub fn write_at(&self, pos: u64, body: &[u8]) -> io::Result<()> {
         let (segment, offset) = self.locate(pos, body.len() as u64)?;
         let file = self.handle(segment, true)?;
-        file.write_all_at(body, offset)
-            .map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
+        file.write_all_at(body, offset).map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
         self.handles.lock().dirty.insert(segment, file);
         Ok(())
     }
@@ -112,9 +103,7 @@ impl BodyStore {
         let (dirty, dir_dirty) = {
             let mut handles = self.handles.lock();
             if let Some(reason) = &handles.sync_failure {
-                return Err(io::Error::other(format!(
-                    "an earlier body fsync failed: {reason}"
-                )));
+                return Err(io::Error::other(format!("an earlier body fsync failed: {reason}")));
             }
             let dirty = std::mem::take(&mut handles.dirty);
             (dirty, std::mem::replace(&mut handles.dir_dirty, false))
@@ -181,10 +170,7 @@ impl BodyStore {
     /// a segment boundary.
     fn locate(&self, pos: u64, len: u64) -> io::Result<(u64, u64)> {
         let (segment, offset) = (pos / self.segment_bytes, pos % self.segment_bytes);
-        if offset
-            .checked_add(len)
-            .is_none_or(|end| end > self.segment_bytes)
-        {
+        if offset.checked_add(len).is_none_or(|end| end > self.segment_bytes) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -220,12 +206,7 @@ impl BodyStore {
         let ctx = |e| io_context(format!("opening {}", path.display()), e);
         match OpenOptions::new().read(true).write(true).open(&path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(ctx)?;
+                let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(ctx)?;
                 handles.dir_dirty = true;
                 Ok(file)
             }
@@ -271,11 +252,7 @@ impl Handles {
 
     fn evict_beyond(&mut self, limit: usize) {
         while self.open.len() > limit {
-            let oldest = self
-                .open
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(s, _)| *s);
+            let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(s, _)| *s);
             match oldest {
                 Some(segment) => self.open.remove(&segment),
                 None => return,

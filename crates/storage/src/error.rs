@@ -25,11 +25,7 @@ pub enum WalError {
     /// that was acknowledged. Also returned by `Wal::read` for a record
     /// whose checksum no longer matches.
     #[error("wal segment {segment} is corrupt at offset {offset}: {reason}")]
-    Corrupt {
-        segment: u64,
-        offset: u64,
-        reason: String,
-    },
+    Corrupt { segment: u64, offset: u64, reason: String },
 
     /// A write or fsync failed earlier. After a failed fsync the kernel may
     /// have dropped the dirty pages, so the log can no longer promise what is
@@ -43,11 +39,7 @@ pub enum WalError {
 
     /// `Wal::read` was given a position that holds no record.
     #[error("no wal record at segment {segment} offset {offset}: {reason}")]
-    NoRecord {
-        segment: u64,
-        offset: u64,
-        reason: String,
-    },
+    NoRecord { segment: u64, offset: u64, reason: String },
 
     /// The options passed to `Wal::open` cannot work.
     #[error("invalid wal options: {0}")]
@@ -60,10 +52,7 @@ pub enum WalError {
 
 impl WalError {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
-        WalError::Io {
-            context: context.into(),
-            source,
-        }
+        WalError::Io { context: context.into(), source }
     }
 }
 

@@ -44,10 +44,7 @@ struct FailWindow {
 
 impl FailWindow {
     fn never() -> Self {
-        FailWindow {
-            from: AtomicU64::new(u64::MAX),
-            until: AtomicU64::new(u64::MAX),
-        }
+        FailWindow { from: AtomicU64::new(u64::MAX), until: AtomicU64::new(u64::MAX) }
     }
 
     fn set(&self, from: u64, until: u64) {

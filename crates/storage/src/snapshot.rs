@@ -33,13 +33,11 @@ impl SnapshotStore {
     /// Opens (or creates) `dir` and deletes leftover temporary files.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<SnapshotStore> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir)
-            .map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
         let store = SnapshotStore { dir };
         for name in store.names_with(TEMP_SUFFIX)? {
             let path = store.dir.join(&name);
-            fs::remove_file(&path)
-                .map_err(|e| io_context(format!("deleting {}", path.display()), e))?;
+            fs::remove_file(&path).map_err(|e| io_context(format!("deleting {}", path.display()), e))?;
         }
         Ok(store)
     }
@@ -51,8 +49,7 @@ impl SnapshotStore {
         let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
         let path = self.dir.join(&name);
         let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
-        write_file(&temp, &encode(meta, data)?)
-            .map_err(|e| io_context(ctx("writing", &temp), e))?;
+        write_file(&temp, &encode(meta, data)?).map_err(|e| io_context(ctx("writing", &temp), e))?;
         fs::rename(&temp, &path).map_err(|e| io_context(ctx("renaming", &temp), e))?;
         self.sync_dir()?;
         for old in self.names_with(SNAP_SUFFIX)? {
@@ -72,8 +69,7 @@ impl SnapshotStore {
         names.sort_unstable_by(|a, b| b.cmp(a));
         for name in names {
             let path = self.dir.join(&name);
-            let bytes = fs::read(&path)
-                .map_err(|e| io_context(format!("reading {}", path.display()), e))?;
+            let bytes = fs::read(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
             match decode(&bytes) {
                 Ok(snapshot) => return Ok(Some(snapshot)),
                 Err(reason) => {
@@ -118,11 +114,7 @@ fn check_id(id: &str) -> io::Result<()> {
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
 }
@@ -144,17 +136,12 @@ fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
 
 /// Parses a snapshot file, or says why it is not one.
 fn decode(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let body_len = bytes
-        .len()
-        .checked_sub(4)
-        .ok_or_else(|| format!("only {} bytes long", bytes.len()))?;
+    let body_len = bytes.len().checked_sub(4).ok_or_else(|| format!("only {} bytes long", bytes.len()))?;
     let (body, stored) = bytes.split_at(body_len);
     let stored = u32::from_le_bytes(stored.try_into().map_err(|_| "short checksum")?);
     let computed = crc32c::crc32c(body);
     if stored != computed {
-        return Err(format!(
-            "checksum mismatch (stored {stored:08x}, computed {computed:08x})"
-        ));
+        return Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})"));
     }
     let mut cursor = Cursor { bytes: body };
     if cursor.take(4)? != MAGIC {
@@ -166,8 +153,8 @@ fn decode(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
     }
     let meta_len = u32::from_le_bytes(cursor.array()?) as usize;
     let meta = cursor.take(meta_len)?.to_vec();
-    let data_len = usize::try_from(u64::from_le_bytes(cursor.array()?))
-        .map_err(|_| "data length overflows".to_string())?;
+    let data_len =
+        usize::try_from(u64::from_le_bytes(cursor.array()?)).map_err(|_| "data length overflows".to_string())?;
     let data = cursor.take(data_len)?.to_vec();
     if !cursor.bytes.is_empty() {
         return Err(format!("{} unexpected trailing bytes", cursor.bytes.len()));
@@ -182,10 +169,7 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if n > self.bytes.len() {
-            return Err(format!(
-                "truncated: wanted {n} bytes, {} left",
-                self.bytes.len()
-            ));
+            return Err(format!("truncated: wanted {n} bytes, {} left", self.bytes.len()));
         }
         let (head, rest) = self.bytes.split_at(n);
         self.bytes = rest;
@@ -206,10 +190,7 @@ mod tests {
     fn encode_decode_round_trip() -> io::Result<()> {
         let bytes = encode(b"meta", b"data data")?;
         assert_eq!(&bytes[..4], MAGIC);
-        assert_eq!(
-            decode(&bytes),
-            Ok((b"meta".to_vec(), b"data data".to_vec()))
-        );
+        assert_eq!(decode(&bytes), Ok((b"meta".to_vec(), b"data data".to_vec())));
         Ok(())
     }
 

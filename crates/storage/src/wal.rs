@@ -57,11 +57,7 @@ pub const MIN_SEGMENT_BYTES: u64 = 64;
 
 impl Default for WalOptions {
     fn default() -> Self {
-        WalOptions {
-            segment_bytes: 64 << 20,
-            max_batch_bytes: 8 << 20,
-            max_record_bytes: 256 << 20,
-        }
+        WalOptions { segment_bytes: 64 << 20, max_batch_bytes: 8 << 20, max_record_bytes: 256 << 20 }
     }
 }
 
@@ -148,11 +144,7 @@ impl Wal {
             drop(queue);
             return done(Err(WalError::Closed));
         }
-        queue.pending.push_back(Request {
-            records,
-            bytes,
-            done,
-        });
+        queue.pending.push_back(Request { records, bytes, done });
         drop(queue);
         self.shared.wake.notify_one();
     }
@@ -207,8 +199,7 @@ impl Wal {
             }
         }
         if !doomed.is_empty() {
-            segment::sync_dir(&self.dir)
-                .map_err(|e| WalError::io(format!("syncing {}", self.dir.display()), e))?;
+            segment::sync_dir(&self.dir).map_err(|e| WalError::io(format!("syncing {}", self.dir.display()), e))?;
         }
         Ok(doomed.len())
     }

@@ -50,10 +50,7 @@ fn bodies_round_trip_across_segments_and_threads() {
     let dir = fast_tempdir();
     let store = Arc::new(BodyStore::open(dir.path(), 1000).expect("open"));
     let written = Arc::new(write_bodies(&store, 200, 400, 1));
-    assert!(
-        written.iter().any(|(pos, _)| pos % 1000 == 0 && *pos > 0),
-        "no rollover"
-    );
+    assert!(written.iter().any(|(pos, _)| pos % 1000 == 0 && *pos > 0), "no rollover");
     let readers: Vec<_> = (0..4)
         .map(|t| {
             let (store, written) = (Arc::clone(&store), Arc::clone(&written));
@@ -93,13 +90,9 @@ fn many_segments_outlive_the_handle_cache() {
 fn a_body_may_not_cross_a_segment_boundary() {
     let dir = fast_tempdir();
     let store = BodyStore::open(dir.path(), 100).expect("open");
-    let err = store
-        .write_at(95, &[0; 10])
-        .expect_err("crosses the boundary");
+    let err = store.write_at(95, &[0; 10]).expect_err("crosses the boundary");
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    let err = store
-        .write_at(place(0, 101, 100), &[0; 101])
-        .expect_err("too large");
+    let err = store.write_at(place(0, 101, 100), &[0; 101]).expect_err("too large");
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(store.read(95, 10).is_err());
 }
@@ -109,26 +102,15 @@ fn truncate_from_cuts_the_tail_for_replay() {
     let dir = fast_tempdir();
     let store = BodyStore::open(dir.path(), 100).expect("open");
     for segment in 0..4u64 {
-        store
-            .write_at(segment * 100, &[segment as u8; 60])
-            .expect("write");
+        store.write_at(segment * 100, &[segment as u8; 60]).expect("write");
     }
     store.truncate_from(130).expect("truncate");
     assert_eq!(store.read(100, 30).expect("kept part"), vec![1; 30]);
-    assert_eq!(
-        store.read(120, 20).expect_err("cut part").kind(),
-        ErrorKind::UnexpectedEof
-    );
-    assert_eq!(
-        store.read(300, 10).expect_err("deleted").kind(),
-        ErrorKind::NotFound
-    );
+    assert_eq!(store.read(120, 20).expect_err("cut part").kind(), ErrorKind::UnexpectedEof);
+    assert_eq!(store.read(300, 10).expect_err("deleted").kind(), ErrorKind::NotFound);
     assert_eq!(
         body_files(dir.path()),
-        vec![
-            "00000000000000000000.body".to_string(),
-            "00000000000000000001.body".to_string(),
-        ]
+        vec!["00000000000000000000.body".to_string(), "00000000000000000001.body".to_string(),]
     );
     // Replay rewrites the tail.
     store.write_at(130, &[9; 30]).expect("rewrite");
@@ -144,15 +126,10 @@ fn release_before_deletes_whole_segments_only() {
     let dir = fast_tempdir();
     let store = BodyStore::open(dir.path(), 100).expect("open");
     for segment in 0..5u64 {
-        store
-            .write_at(segment * 100 + 10, &[segment as u8; 20])
-            .expect("write");
+        store.write_at(segment * 100 + 10, &[segment as u8; 20]).expect("write");
     }
     assert_eq!(store.release_before(250).expect("release"), 2);
-    assert_eq!(
-        store.read(10, 20).expect_err("released").kind(),
-        ErrorKind::NotFound
-    );
+    assert_eq!(store.read(10, 20).expect_err("released").kind(), ErrorKind::NotFound);
     assert_eq!(store.read(210, 20).expect("kept"), vec![2; 20]);
     assert_eq!(body_files(dir.path()).len(), 3);
     store.sync_all().expect("sync");

@@ -63,10 +63,7 @@ fn save_then_load_keeps_only_the_newest() {
     assert_eq!(store.load_latest().expect("load"), None);
     store.save("0001", b"meta one", b"data one").expect("save");
     store.save("0002", b"meta two", &[7; 10_000]).expect("save");
-    assert_eq!(
-        snap_files(dir.path()),
-        vec!["snapshot-0002.snap".to_string()]
-    );
+    assert_eq!(snap_files(dir.path()), vec!["snapshot-0002.snap".to_string()]);
     let reopened = SnapshotStore::open(dir.path()).expect("reopen");
     let loaded = reopened.load_latest().expect("load");
     assert_eq!(loaded, Some((b"meta two".to_vec(), vec![7; 10_000])));
@@ -93,18 +90,12 @@ fn a_corrupt_newest_snapshot_falls_back_to_an_older_one() {
     // As if a crash hit between the rename and the deletion of the old one.
     fs::write(dir.path().join("snapshot-0001.snap"), old).expect("restore");
     let (loaded, warnings) = load_counting_warnings(&store);
-    assert_eq!(
-        loaded.expect("load"),
-        Some((b"new meta".to_vec(), b"new data".to_vec()))
-    );
+    assert_eq!(loaded.expect("load"), Some((b"new meta".to_vec(), b"new data".to_vec())));
     assert_eq!(warnings, 0);
 
     flip_byte(&dir.path().join("snapshot-0002.snap"), 20);
     let (loaded, warnings) = load_counting_warnings(&store);
-    assert_eq!(
-        loaded.expect("load"),
-        Some((b"old meta".to_vec(), b"old data".to_vec()))
-    );
+    assert_eq!(loaded.expect("load"), Some((b"old meta".to_vec(), b"old data".to_vec())));
     assert_eq!(warnings, 1);
 }
 

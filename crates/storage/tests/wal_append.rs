@@ -63,26 +63,17 @@ fn concurrent_appends_round_trip_in_order() {
         assert!(positions.windows(2).all(|w| w[0] < w[1]));
         // One thread's appends were queued in order, so they land in order.
         if let Some((prev_i, prev_pos)) = last_per_thread.get(&t) {
-            assert!(
-                *prev_i < i && *prev_pos < positions[0],
-                "thread {t} out of order"
-            );
+            assert!(*prev_i < i && *prev_pos < positions[0], "thread {t} out of order");
         }
         last_per_thread.insert(t, (i, *positions.last().expect("non-empty")));
         for (pos, record) in positions.into_iter().zip(records) {
             assert_eq!(wal.read(pos).expect("read back"), record);
-            assert!(
-                written.insert(pos, record).is_none(),
-                "position handed out twice"
-            );
+            assert!(written.insert(pos, record).is_none(), "position handed out twice");
         }
     }
     let written_bytes: u64 = written.values().map(|r| 8 + r.len() as u64).sum();
     assert_eq!(wal.bytes_written(), written_bytes);
-    assert!(
-        wal.current_segment() > 0,
-        "64 KiB segments should have rolled over"
-    );
+    assert!(wal.current_segment() > 0, "64 KiB segments should have rolled over");
     drop(wal);
 
     let (wal, recovered) = open(dir.path(), options(64 << 10));
@@ -114,9 +105,7 @@ impl Io for CountingIo {
 #[test]
 fn group_commit_shares_fsyncs() {
     let dir = fast_tempdir();
-    let io = Arc::new(CountingIo {
-        syncs: AtomicU64::new(0),
-    });
+    let io = Arc::new(CountingIo { syncs: AtomicU64::new(0) });
     let (wal, _) = Wal::open(dir.path(), options(1 << 20), io.clone()).expect("open");
     let wal = Arc::new(wal);
     let (tx, rx) = mpsc::channel();
@@ -136,9 +125,7 @@ fn group_commit_shares_fsyncs() {
         t.join().expect("appending thread");
     }
     for _ in 0..1000 {
-        rx.recv_timeout(WAIT)
-            .expect("completion")
-            .expect("append succeeds");
+        rx.recv_timeout(WAIT).expect("completion").expect("append succeeds");
     }
     let syncs = io.syncs.load(Ordering::SeqCst);
     println!("1000 records from 8 threads took {syncs} fsyncs");
@@ -152,10 +139,7 @@ fn drop_finishes_queued_appends() {
     let (tx, rx) = mpsc::channel();
     for i in 0..300u32 {
         let tx = tx.clone();
-        wal.append(
-            vec![i.to_le_bytes().to_vec()],
-            Box::new(move |r| drop(tx.send(r))),
-        );
+        wal.append(vec![i.to_le_bytes().to_vec()], Box::new(move |r| drop(tx.send(r))));
     }
     drop(wal);
     drop(tx);
@@ -170,18 +154,14 @@ fn drop_finishes_queued_appends() {
 #[test]
 fn oversized_record_is_refused_without_poisoning() {
     let dir = fast_tempdir();
-    let options = WalOptions {
-        max_record_bytes: 100,
-        ..options(4096)
-    };
+    let options = WalOptions { max_record_bytes: 100, ..options(4096) };
     let (wal, _) = open(dir.path(), options.clone());
     match wal.append_sync(vec![vec![1; 10], vec![2; 101]]) {
         Err(WalError::TooLarge { len: 101, max: 100 }) => {}
         other => panic!("expected TooLarge, got {other:?}"),
     }
     assert_eq!(wal.poisoned(), None);
-    wal.append_sync(vec![vec![3; 100]])
-        .expect("a record at the limit is fine");
+    wal.append_sync(vec![vec![3; 100]]).expect("a record at the limit is fine");
     drop(wal);
     let (_wal, recovered) = open(dir.path(), options);
     assert_eq!(payloads(&recovered), vec![vec![3; 100]]);
@@ -192,13 +172,8 @@ fn empty_records_and_empty_appends() {
     let dir = fast_tempdir();
     let (wal, _) = open(dir.path(), options(4096));
     assert_eq!(wal.append_sync(vec![]).expect("nothing to append"), vec![]);
-    let positions = wal
-        .append_sync(vec![vec![], b"x".to_vec(), vec![]])
-        .expect("append");
-    assert_eq!(
-        wal.read(positions[0]).expect("read empty"),
-        Vec::<u8>::new()
-    );
+    let positions = wal.append_sync(vec![vec![], b"x".to_vec(), vec![]]).expect("append");
+    assert_eq!(wal.read(positions[0]).expect("read empty"), Vec::<u8>::new());
     drop(wal);
     let (_wal, recovered) = open(dir.path(), options(4096));
     assert_eq!(payloads(&recovered), vec![vec![], b"x".to_vec(), vec![]]);
@@ -208,24 +183,13 @@ fn empty_records_and_empty_appends() {
 fn reading_where_no_record_starts_fails() {
     let dir = fast_tempdir();
     let (wal, _) = open(dir.path(), options(4096));
-    let positions = wal
-        .append_sync(vec![b"hello world".to_vec()])
-        .expect("append");
+    let positions = wal.append_sync(vec![b"hello world".to_vec()]).expect("append");
     let pos = positions[0];
     let beyond = RecordPos { offset: 100, ..pos };
     assert!(matches!(wal.read(beyond), Err(WalError::NoRecord { .. })));
-    let other_segment = RecordPos {
-        segment: 99,
-        offset: 0,
-    };
-    assert!(matches!(
-        wal.read(other_segment),
-        Err(WalError::NoRecord { .. })
-    ));
-    let inside = RecordPos {
-        offset: pos.offset + 3,
-        ..pos
-    };
+    let other_segment = RecordPos { segment: 99, offset: 0 };
+    assert!(matches!(wal.read(other_segment), Err(WalError::NoRecord { .. })));
+    let inside = RecordPos { offset: pos.offset + 3, ..pos };
     assert!(wal.read(inside).is_err());
 }
 

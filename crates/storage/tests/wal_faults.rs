@@ -25,11 +25,7 @@ fn poisoned_reason(result: Result<Vec<regina_storage::RecordPos>, WalError>) -> 
 
 /// Appends a good batch, makes the next I/O fail via `arm`, appends a batch
 /// that must be poisoned, and returns (good, failed, reason).
-fn poison_with(
-    dir: &std::path::Path,
-    arm: impl Fn(&FaultyIo),
-    expected_text: &str,
-) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+fn poison_with(dir: &std::path::Path, arm: impl Fn(&FaultyIo), expected_text: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let io = Arc::new(FaultyIo::new());
     let (wal, _) = Wal::open(dir, options(SEGMENT), io.clone()).expect("open");
     let good = records(1, 5);
@@ -40,9 +36,7 @@ fn poison_with(
     let failed = records(2, 3);
     let (tx, rx) = mpsc::channel();
     wal.append(failed.clone(), Box::new(move |r| drop(tx.send(r))));
-    let result = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("completion");
+    let result = rx.recv_timeout(Duration::from_secs(60)).expect("completion");
     let reason = poisoned_reason(result);
     assert!(reason.contains(expected_text), "{reason}");
     assert_eq!(wal.poisoned().as_deref(), Some(reason.as_str()));
@@ -52,10 +46,7 @@ fn poison_with(
     io.heal();
     let caller = thread::current().id();
     let (tx, rx) = mpsc::channel();
-    wal.append(
-        records(3, 1),
-        Box::new(move |r| drop(tx.send((thread::current().id(), r)))),
-    );
+    wal.append(records(3, 1), Box::new(move |r| drop(tx.send((thread::current().id(), r)))));
     let (ran_on, result) = rx.try_recv().expect("refused before append returned");
     assert_eq!(ran_on, caller);
     assert_eq!(poisoned_reason(result), reason);

@@ -40,19 +40,11 @@ fn check_torn_tail(records: &[Vec<u8>], fill: Fill) -> Result<(), TestCaseError>
         drop(wal);
         let got = payloads(&recovered);
         prop_assert!(got.len() <= records.len());
-        prop_assert_eq!(
-            &got[..],
-            &records[..got.len()],
-            "not a prefix (cut at {})",
-            cut
-        );
+        prop_assert_eq!(&got[..], &records[..got.len()], "not a prefix (cut at {})", cut);
         let got_positions: Vec<RecordPos> = recovered.iter().map(|(p, _)| *p).collect();
         prop_assert_eq!(&got_positions[..], &positions[..got.len()]);
-        let whole = positions
-            .iter()
-            .zip(records)
-            .filter(|(p, r)| p.segment < last.segment || end_of(**p, r) <= cut)
-            .count();
+        let whole =
+            positions.iter().zip(records).filter(|(p, r)| p.segment < last.segment || end_of(**p, r) <= cut).count();
         prop_assert!(got.len() >= whole, "lost a whole record before cut {}", cut);
     }
     Ok(())
@@ -142,16 +134,8 @@ fn damage_before_the_last_segment_is_corruption() {
     let mut bytes = fs::read(&path).expect("read segment");
     bytes[victim.offset as usize + 8 + 17] ^= 0x01;
     fs::write(&path, &bytes).expect("flip a byte");
-    match regina_storage::Wal::open(
-        dir.path(),
-        options(SEGMENT),
-        std::sync::Arc::new(regina_storage::RealIo),
-    ) {
-        Err(WalError::Corrupt {
-            segment,
-            offset,
-            reason,
-        }) => {
+    match regina_storage::Wal::open(dir.path(), options(SEGMENT), std::sync::Arc::new(regina_storage::RealIo)) {
+        Err(WalError::Corrupt { segment, offset, reason }) => {
             assert_eq!((segment, offset), (0, victim.offset));
             assert!(reason.contains("checksum"), "{reason}");
         }
@@ -164,20 +148,12 @@ fn damage_before_the_last_segment_is_corruption() {
 fn zeroed_header_before_the_last_segment_is_corruption() {
     let dir = fast_tempdir();
     let (positions, _) = fill_segments(dir.path(), 30);
-    let victim = positions[positions
-        .iter()
-        .position(|p| p.segment == 1)
-        .expect("segment 1")
-        + 1];
+    let victim = positions[positions.iter().position(|p| p.segment == 1).expect("segment 1") + 1];
     let path = segment_path(dir.path(), 1);
     let mut bytes = fs::read(&path).expect("read segment");
     bytes[victim.offset as usize..victim.offset as usize + 8].fill(0);
     fs::write(&path, &bytes).expect("zero a header");
-    let opened = regina_storage::Wal::open(
-        dir.path(),
-        options(SEGMENT),
-        std::sync::Arc::new(regina_storage::RealIo),
-    );
+    let opened = regina_storage::Wal::open(dir.path(), options(SEGMENT), std::sync::Arc::new(regina_storage::RealIo));
     assert!(matches!(opened, Err(WalError::Corrupt { segment: 1, .. })));
 }
 

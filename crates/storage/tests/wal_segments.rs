@@ -40,27 +40,16 @@ fn records_roll_over_many_segments_and_release_old_ones() {
     let released = wal.release_segments_before(keep_from).expect("release");
     assert_eq!(released as u64, keep_from.segment);
     for seq in 0..keep_from.segment {
-        assert!(
-            !segment_path(dir.path(), seq).exists(),
-            "segment {seq} still there"
-        );
+        assert!(!segment_path(dir.path(), seq).exists(), "segment {seq} still there");
     }
-    assert!(matches!(
-        wal.read(positions[0]),
-        Err(WalError::NoRecord { .. })
-    ));
-    assert_eq!(
-        wal.read(positions[599]).expect("still readable"),
-        records[599]
-    );
+    assert!(matches!(wal.read(positions[0]), Err(WalError::NoRecord { .. })));
+    assert_eq!(wal.read(positions[599]).expect("still readable"), records[599]);
     let more = random_records(50, 8);
     wal.append_sync(more.clone()).expect("append after release");
     drop(wal);
 
     let (_wal, recovered) = open(dir.path(), options(SEGMENT));
-    let first_kept = positions
-        .iter()
-        .position(|p| p.segment == keep_from.segment);
+    let first_kept = positions.iter().position(|p| p.segment == keep_from.segment);
     let mut expected = records[first_kept.expect("kept segment")..].to_vec();
     expected.extend(more);
     assert_eq!(payloads(&recovered), expected);
@@ -75,14 +64,8 @@ fn release_never_deletes_the_segment_being_written() {
     wal.append_sync(records.clone()).expect("append");
     let current = wal.current_segment();
     assert!(current > 0);
-    let everything = RecordPos {
-        segment: u64::MAX,
-        offset: 0,
-    };
-    assert_eq!(
-        wal.release_segments_before(everything).expect("release"),
-        current as usize
-    );
+    let everything = RecordPos { segment: u64::MAX, offset: 0 };
+    assert_eq!(wal.release_segments_before(everything).expect("release"), current as usize);
     assert!(segment_path(dir.path(), current).exists());
     wal.append_sync(vec![b"after".to_vec()]).expect("append");
     drop(wal);
@@ -98,18 +81,11 @@ fn a_record_larger_than_a_segment_gets_a_segment_that_fits() {
     let (wal, _) = open(dir.path(), options(SEGMENT));
     let big = vec![0x5a; 3 * SEGMENT as usize];
     let first = wal.append_sync(vec![b"small".to_vec()]).expect("append");
-    let positions = wal
-        .append_sync(vec![big.clone(), b"after".to_vec(), big.clone()])
-        .expect("append big");
+    let positions = wal.append_sync(vec![big.clone(), b"after".to_vec(), big.clone()]).expect("append big");
     assert_eq!(wal.read(positions[0]).expect("read big"), big);
     assert!(positions[0].segment > first[0].segment);
-    let size = fs::metadata(segment_path(dir.path(), positions[0].segment))
-        .expect("stat")
-        .len();
-    assert!(
-        size >= 3 * SEGMENT + 8,
-        "segment of {size} bytes cannot hold the record"
-    );
+    let size = fs::metadata(segment_path(dir.path(), positions[0].segment)).expect("stat").len();
+    assert!(size >= 3 * SEGMENT + 8, "segment of {size} bytes cannot hold the record");
     drop(wal);
 
     let (_wal, recovered) = open(dir.path(), options(SEGMENT));
@@ -124,13 +100,7 @@ fn an_oversized_first_record_grows_the_empty_active_segment() {
     let (wal, _) = open(dir.path(), options(SEGMENT));
     let big = vec![1u8; 2 * SEGMENT as usize];
     let pos = wal.append_sync(vec![big.clone()]).expect("append")[0];
-    assert_eq!(
-        pos,
-        RecordPos {
-            segment: 0,
-            offset: 0
-        }
-    );
+    assert_eq!(pos, RecordPos { segment: 0, offset: 0 });
     drop(wal);
     let (_wal, recovered) = open(dir.path(), options(SEGMENT));
     assert_eq!(payloads(&recovered), vec![big]);

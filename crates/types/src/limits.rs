@@ -43,3 +43,44 @@ pub const DEDUP_WINDOW_SECONDS_DEFAULT: u64 = 3_600;
 pub const DURATION_SECONDS_MAX: u64 = 10 * 365 * 86_400;
 /// How long after a nack a partition waits before redelivery, in milliseconds.
 pub const RETRY_DELAY_MS: u64 = 0;
+/// Most operations in one timers call.
+pub const TIMER_OPS_MAX: usize = 256;
+/// Largest decoded timer payload, in bytes.
+pub const TIMER_PAYLOAD_BYTES_MAX: usize = 1024 * 1024;
+/// Furthest ahead a timer may be scheduled, in milliseconds (90 days).
+pub const TIMER_HORIZON_MS: u64 = 90 * 86_400_000;
+
+/// Largest KV value (its compact JSON text), in bytes.
+pub const KV_VALUE_BYTES_MAX: usize = 64 * 1024;
+/// Longest KV key, in bytes (keys are free text, 1 byte at least, no NUL).
+pub const KV_KEY_BYTES_MAX: usize = 512;
+/// Longest KV namespace, in bytes (`^[a-z0-9][a-z0-9._-]{0,63}$`).
+pub const KV_NAMESPACE_BYTES_MAX: usize = 64;
+/// Most operations in one KV call.
+pub const KV_OPS_PER_CALL_MAX: usize = 256;
+/// Most KV operations riding one transaction.
+pub const KV_OPS_PER_TXN_MAX: usize = 64;
+/// Most keys one KV call may name (a `getPrefix` counts its limit).
+pub const KV_KEYS_PER_CALL_MAX: usize = 1_024;
+/// Most keys the KV riders of one transaction may name.
+pub const KV_KEYS_PER_TXN_MAX: usize = 256;
+/// Rows a `getPrefix` returns when it names no limit.
+pub const KV_PREFIX_LIMIT_DEFAULT: u32 = 100;
+/// Most rows one `getPrefix` returns (larger limits are clamped).
+pub const KV_PREFIX_LIMIT_MAX: u32 = 1_000;
+/// Value bytes the reads of one KV call return before they answer `truncated`.
+pub const KV_READ_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Longest KV or lock lifetime, in seconds (10 years).
+pub const KV_TTL_SECONDS_MAX: u64 = 10 * 365 * 86_400;
+/// Longest lock or semaphore name, in bytes (no control characters, no `#`).
+pub const LOCK_NAME_BYTES_MAX: usize = 256;
+/// Longest lock owner, in bytes.
+pub const LOCK_OWNER_BYTES_MAX: usize = 256;
+/// Permits of a lock acquired without `limit`.
+pub const LOCK_LIMIT_DEFAULT: u32 = 1;
+/// Most permits a semaphore may have.
+pub const LOCK_LIMIT_MAX: u32 = 1_024;
+/// Most operations in one locks call.
+pub const LOCK_OPS_PER_CALL_MAX: usize = 64;
+/// Most slots one locks call may touch (an acquire counts its limit).
+pub const LOCK_SLOTS_PER_CALL_MAX: usize = 4_096;

@@ -52,13 +52,7 @@ impl std::fmt::Display for NameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             NameError::Empty(k) => write!(f, "{} must not be empty", k.field()),
-            NameError::TooLong(k, n) => write!(
-                f,
-                "{} is {} bytes; the limit is {} bytes",
-                k.field(),
-                n,
-                k.max_bytes()
-            ),
+            NameError::TooLong(k, n) => write!(f, "{} is {} bytes; the limit is {} bytes", k.field(), n, k.max_bytes()),
             NameError::ControlCharacter(k) => {
                 write!(f, "{} must not contain control characters", k.field())
             }
@@ -90,10 +84,7 @@ mod tests {
     fn names_are_checked() {
         assert!(validate_name(NameKind::Queue, "orders").is_ok());
         assert!(validate_name(NameKind::Queue, "émojis ✓ and spaces").is_ok());
-        assert_eq!(
-            validate_name(NameKind::Queue, ""),
-            Err(NameError::Empty(NameKind::Queue))
-        );
+        assert_eq!(validate_name(NameKind::Queue, ""), Err(NameError::Empty(NameKind::Queue)));
         assert!(matches!(
             validate_name(NameKind::Partition, "a\nb"),
             Err(NameError::ControlCharacter(NameKind::Partition))

@@ -13,16 +13,7 @@ pub fn format_iso(ms: Millis) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-        y,
-        m,
-        d,
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        micros
-    )
+    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", y, m, d, rem / 3600, (rem % 3600) / 60, rem % 60, micros)
 }
 
 /// Parses an ISO-8601 timestamp with any fraction length and `Z` or `±hh:mm`
@@ -143,10 +134,7 @@ mod tests {
         let base = parse_iso("2024-03-01T10:00:00Z").unwrap();
         assert_eq!(parse_iso("2024-03-01T12:00:00+02:00"), Some(base));
         assert_eq!(parse_iso("2024-03-01T09:30:00.5-00:30"), Some(base + 500));
-        assert_eq!(
-            parse_iso("2024-03-01T10:00:00.123456789Z"),
-            Some(base + 123)
-        );
+        assert_eq!(parse_iso("2024-03-01T10:00:00.123456789Z"), Some(base + 123));
         assert_eq!(parse_iso("2024-03-01"), parse_iso("2024-03-01T00:00:00Z"));
         assert_eq!(parse_iso("garbage"), None);
         assert_eq!(parse_iso("2024-13-01T00:00:00Z"), None);

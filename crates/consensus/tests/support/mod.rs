@@ -18,10 +18,7 @@ use tempfile::TempDir;
 pub const SEGMENT_BYTES: u64 = 1 << 20;
 
 pub fn wal_options(segment_bytes: u64) -> WalOptions {
-    WalOptions {
-        segment_bytes,
-        ..WalOptions::default()
-    }
+    WalOptions { segment_bytes, ..WalOptions::default() }
 }
 
 pub fn log_dir(data: &Path) -> PathBuf {
@@ -33,8 +30,7 @@ pub fn wal_dir(data: &Path) -> PathBuf {
 }
 
 pub fn open_log(data: &Path, segment_bytes: u64) -> LogStore {
-    LogStore::open(&log_dir(data), wal_options(segment_bytes), Arc::new(RealIo))
-        .expect("open the log store")
+    LogStore::open(&log_dir(data), wal_options(segment_bytes), Arc::new(RealIo)).expect("open the log store")
 }
 
 pub fn open_sm(data: &Path) -> StateMachineStore {
@@ -62,9 +58,7 @@ pub struct TempStores {
 
 impl Default for TempStores {
     fn default() -> Self {
-        TempStores {
-            segment_bytes: SEGMENT_BYTES,
-        }
+        TempStores { segment_bytes: SEGMENT_BYTES }
     }
 }
 

@@ -48,20 +48,14 @@ struct BatchBody {
     consumer_group: Option<String>,
 }
 
-pub async fn ack_one(
-    State(node): State<Arc<Node>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Response> {
+pub async fn ack_one(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
     let b: AckBody = json_body(&bytes, false)?;
     let group = b.consumer_group.clone();
     settle(node, vec![b], group).await
 }
 
-pub async fn ack_batch(
-    State(node): State<Arc<Node>>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Response> {
+pub async fn ack_batch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
     let b: BatchBody = json_body(&bytes, false)?;
     if b.acknowledgments.len() > ACK_BATCH_MAX {
@@ -88,21 +82,9 @@ async fn settle(node: Arc<Node>, acks: Vec<AckBody>, group: Option<String>) -> A
             g.to_string()
         }
     };
-    let judged = acks
-        .iter()
-        .enumerate()
-        .map(|(i, a)| judge(i, a))
-        .collect::<ApiResult<Vec<_>>>()?;
-    let items: Vec<AckItem> = judged
-        .iter()
-        .filter_map(|j| {
-            if let Judged::Item(i) = j {
-                Some(i.clone())
-            } else {
-                None
-            }
-        })
-        .collect();
+    let judged = acks.iter().enumerate().map(|(i, a)| judge(i, a)).collect::<ApiResult<Vec<_>>>()?;
+    let items: Vec<AckItem> =
+        judged.iter().filter_map(|j| if let Judged::Item(i) = j { Some(i.clone()) } else { None }).collect();
     let mut results = if items.is_empty() {
         Vec::new()
     } else {
@@ -118,9 +100,7 @@ async fn settle(node: Arc<Node>, acks: Vec<AckBody>, group: Option<String>) -> A
         .enumerate()
         .map(|(i, (j, a))| {
             let r = match j {
-                Judged::Item(_) => results
-                    .next()
-                    .unwrap_or_else(|| AckResult::refused("no result")),
+                Judged::Item(_) => results.next().unwrap_or_else(|| AckResult::refused("no result")),
                 Judged::Refused => AckResult::refused(ERR_UNRESOLVABLE),
             };
             json!({
@@ -140,9 +120,7 @@ async fn settle(node: Arc<Node>, acks: Vec<AckBody>, group: Option<String>) -> A
 pub(super) fn judge(i: usize, a: &AckBody) -> ApiResult<Judged> {
     let at = |m: &str| ApiError::bad_request(format!("acknowledgments[{i}]: {m}"));
     if a.transaction_id.is_empty() || a.transaction_id.len() > TRANSACTION_ID_BYTES_MAX {
-        return Err(at(
-            "transactionId must be a non-empty string within the limit",
-        ));
+        return Err(at("transactionId must be a non-empty string within the limit"));
     }
     let pid = match &a.partition_id {
         serde_json::Value::String(s) => s.parse::<u64>().ok(),
@@ -150,17 +128,11 @@ pub(super) fn judge(i: usize, a: &AckBody) -> ApiResult<Judged> {
         _ => return Err(at("partitionId must be a string")),
     };
     let status = match a.status.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None | Some("completed") | Some("complete") | Some("success") | Some("") => {
-            AckStatus::Completed
-        }
+        None | Some("completed") | Some("complete") | Some("success") | Some("") => AckStatus::Completed,
         Some("failed") | Some("fail") | Some("failure") => AckStatus::Failed,
         Some("retry") => AckStatus::Retry,
         Some("dlq") => AckStatus::Dlq,
-        Some(other) => {
-            return Err(at(&format!(
-                "status {other:?} is not one of completed, failed, retry, dlq"
-            )))
-        }
+        Some(other) => return Err(at(&format!("status {other:?} is not one of completed, failed, retry, dlq"))),
     };
     if let Some(l) = &a.lease_id {
         if l.len() > LEASE_ID_BYTES_MAX {
@@ -191,32 +163,15 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-pub async fn extend_lease(
-    State(node): State<Arc<Node>>,
-    Path(lease_id): Path<String>,
-) -> ApiResult<Response> {
-    if lease_id.is_empty()
-        || lease_id.len() > LEASE_ID_BYTES_MAX
-        || lease_id.chars().any(char::is_control)
-    {
+pub async fn extend_lease(State(node): State<Arc<Node>>, Path(lease_id): Path<String>) -> ApiResult<Response> {
+    if lease_id.is_empty() || lease_id.len() > LEASE_ID_BYTES_MAX || lease_id.chars().any(char::is_control) {
         return Err(ApiError::bad_request(format!(
             "lease id must be 1 to {LEASE_ID_BYTES_MAX} bytes without control characters"
         )));
     }
-    let known = node
-        .shared
-        .machine
-        .read()
-        .state
-        .leases
-        .contains_key(&lease_id);
+    let known = node.shared.machine.read().state.leases.contains_key(&lease_id);
     let r = if known {
-        match node
-            .propose(Command::ExtendLease {
-                lease_id: lease_id.clone(),
-            })
-            .await?
-        {
+        match node.propose(Command::ExtendLease { lease_id: lease_id.clone() }).await? {
             Outcome::Extend(r) => r,
             other => return Err(ApiError::internal(format!("extend answered {other:?}"))),
         }

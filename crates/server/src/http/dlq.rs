@@ -27,7 +27,9 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let time = |key: &str| -> ApiResult<Option<u64>> {
         match query_get(&pairs, key).filter(|s| !s.is_empty()) {
             None => Ok(None),
-            Some(v) => parse_iso(v).map(Some).ok_or_else(|| ApiError::bad_request(format!("{key} {v:?} is not an ISO-8601 time"))),
+            Some(v) => parse_iso(v)
+                .map(Some)
+                .ok_or_else(|| ApiError::bad_request(format!("{key} {v:?} is not an ISO-8601 time"))),
         }
     };
     let (from, to) = (time("from")?, time("to")?);
@@ -48,7 +50,8 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let total = rows.len();
     let mut messages = Vec::new();
     for (queue, e) in rows.into_iter().skip(offset).take(limit) {
-        let bytes = node.shared.read_body(e.pos, e.len).map_err(|err| ApiError::internal(format!("reading a body: {err}")))?;
+        let bytes =
+            node.shared.read_body(e.pos, e.len).map_err(|err| ApiError::internal(format!("reading a body: {err}")))?;
         let b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a dead-lettered body is unreadable"))?;
         let data: Value = serde_json::from_slice(&b.payload).unwrap_or(Value::Null);
         messages.push(json!({

@@ -16,51 +16,27 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "bad_request",
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::BAD_REQUEST, code: "bad_request", message: message.into() }
     }
 
     pub fn bad_body(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "bad_body",
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::BAD_REQUEST, code: "bad_body", message: message.into() }
     }
 
     pub fn too_large(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "too_large",
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "too_large", message: message.into() }
     }
 
     pub fn name_too_long(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "name_too_long",
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "name_too_long", message: message.into() }
     }
 
     pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::NOT_FOUND,
-            code,
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::NOT_FOUND, code, message: message.into() }
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            code: "internal",
-            message: message.into(),
-        }
+        ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, code: "internal", message: message.into() }
     }
 
     /// A name failed its rules: too long is 413, anything else 400.
@@ -80,11 +56,7 @@ impl From<ProposeError> for ApiError {
             ProposeError::Storage(_) => "storage_failed",
             ProposeError::Unknown(_) => "outcome_unknown",
         };
-        ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            code,
-            message: e.to_string(),
-        }
+        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, code, message: e.to_string() }
     }
 }
 
@@ -93,11 +65,67 @@ impl IntoResponse for ApiError {
         let body = json!({ "error": self.message, "code": self.code });
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            resp.headers_mut()
-                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+            resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp
     }
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A refusal of the KV and locks routes, in their envelope:
+/// `{"error": "<code>", "reason": "<stable id>", "detail": "<prose>"}`.
+/// Clients branch on `error` and `reason`; `detail` is for people.
+#[derive(Debug, Clone)]
+pub struct KvError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+impl KvError {
+    /// 400 `kv_bad_request`.
+    pub fn bad(reason: &'static str, detail: impl Into<String>) -> Self {
+        KvError { status: StatusCode::BAD_REQUEST, code: "kv_bad_request", reason, detail: detail.into() }
+    }
+
+    /// 413 `payload_too_large`.
+    pub fn too_large(reason: &'static str, detail: impl Into<String>) -> Self {
+        KvError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "payload_too_large", reason, detail: detail.into() }
+    }
+
+    /// 400 `locks_bad_request`.
+    pub fn locks(reason: &'static str, detail: impl Into<String>) -> Self {
+        KvError { status: StatusCode::BAD_REQUEST, code: "locks_bad_request", reason, detail: detail.into() }
+    }
+
+    /// 503 `<code>`: the write was not, or may not have been, applied.
+    pub fn unavailable(code: &'static str, e: ProposeError) -> Self {
+        let reason = match e {
+            ProposeError::NoLeader => "no_leader",
+            ProposeError::Storage(_) => "storage_failed",
+            ProposeError::Unknown(_) => "outcome_unknown",
+        };
+        KvError { status: StatusCode::SERVICE_UNAVAILABLE, code, reason, detail: e.to_string() }
+    }
+
+    /// The same refusal worded as the transaction route words its errors
+    /// (`{"error": prose, "code": code}`), keeping `reason`: a client shows
+    /// `error` to people, so there it says what was wrong.
+    pub fn in_transaction(self) -> Response {
+        let body = json!({ "error": self.detail, "code": self.code, "reason": self.reason });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl IntoResponse for KvError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": self.code, "reason": self.reason, "detail": self.detail });
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}

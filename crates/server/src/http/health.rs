@@ -27,10 +27,6 @@ pub async fn health(State(node): State<Arc<Node>>) -> Response {
         "snapshotIndex": metrics.snapshot.map(|l| l.index),
         "storageError": poisoned,
     });
-    let status = if healthy {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()
 }

@@ -12,9 +12,7 @@ use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
     body.map_err(|e| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(format!(
-                "request body is over the limit of {REQUEST_BODY_BYTES_MAX} bytes"
-            ))
+            ApiError::too_large(format!("request body is over the limit of {REQUEST_BODY_BYTES_MAX} bytes"))
         } else {
             ApiError::bad_body(format!("could not read the request body: {e}"))
         }
@@ -27,9 +25,7 @@ pub fn json_body<'a, T: Deserialize<'a>>(bytes: &'a [u8], empty_ok: bool) -> Api
         if empty_ok {
             return serde_json::from_slice(b"{}").map_err(|e| ApiError::bad_body(e.to_string()));
         }
-        return Err(ApiError::bad_body(
-            "request body is empty; a JSON object is required",
-        ));
+        return Err(ApiError::bad_body("request body is empty; a JSON object is required"));
     }
     serde_json::from_slice(bytes).map_err(|e| ApiError::bad_body(format!("invalid JSON body: {e}")))
 }
@@ -38,18 +34,15 @@ pub fn json_body<'a, T: Deserialize<'a>>(bytes: &'a [u8], empty_ok: bool) -> Api
 pub fn query_pairs(raw: Option<&str>) -> ApiResult<Vec<(String, String)>> {
     match raw {
         None | Some("") => Ok(Vec::new()),
-        Some(q) => serde_urlencoded::from_str(q)
-            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}"))),
+        Some(q) => {
+            serde_urlencoded::from_str(q).map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))
+        }
     }
 }
 
 /// The last value of a query parameter.
 pub fn query_get<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
+    pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
 pub fn query_bool(pairs: &[(String, String)], key: &str) -> ApiResult<Option<bool>> {
@@ -57,26 +50,17 @@ pub fn query_bool(pairs: &[(String, String)], key: &str) -> ApiResult<Option<boo
         None | Some("") => Ok(None),
         Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(Some(true)),
         Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Ok(Some(false)),
-        Some(v) => Err(ApiError::bad_request(format!(
-            "{key} must be true or false, not {v:?}"
-        ))),
+        Some(v) => Err(ApiError::bad_request(format!("{key} must be true or false, not {v:?}"))),
     }
 }
 
 /// An unsigned integer parameter within `[min, max]`.
-pub fn query_u64(
-    pairs: &[(String, String)],
-    key: &str,
-    min: u64,
-    max: u64,
-) -> ApiResult<Option<u64>> {
+pub fn query_u64(pairs: &[(String, String)], key: &str, min: u64, max: u64) -> ApiResult<Option<u64>> {
     match query_get(pairs, key) {
         None | Some("") => Ok(None),
         Some(v) => match v.parse::<u64>() {
             Ok(n) if n >= min && n <= max => Ok(Some(n)),
-            _ => Err(ApiError::bad_request(format!(
-                "{key} must be an integer from {min} to {max}, not {v:?}"
-            ))),
+            _ => Err(ApiError::bad_request(format!("{key} must be an integer from {min} to {max}, not {v:?}"))),
         },
     }
 }

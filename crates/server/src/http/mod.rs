@@ -2,15 +2,21 @@
 
 mod ack;
 mod admin;
+mod binary;
 mod dlq;
 mod error;
+mod frames;
 mod groups;
 mod health;
 mod input;
+mod kv;
+mod kv_input;
+mod locks;
 mod pop;
 mod push;
 mod queues;
 mod render;
+mod timers;
 mod traces;
 mod transaction;
 
@@ -34,20 +40,20 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop", get(pop::pop_discovery))
         .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
-        .route(
-            "/api/v1/pop/queue/{queue}/partition/{partition}",
-            get(pop::pop_partition),
-        )
+        .route("/api/v1/pop/queue/{queue}/partition/{partition}", get(pop::pop_partition))
         .route("/api/v1/ack", post(ack::ack_one))
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/lease/{lease_id}/extend", post(ack::extend_lease))
         .route("/api/v1/transaction", post(transaction::transaction))
+        .route("/api/v1/kv", post(kv::batch))
+        .route("/api/v1/kv/{ns}/{*key}", get(kv::get_one).put(kv::put_one).delete(kv::delete_one))
+        .route("/api/v1/locks", post(locks::locks))
+        .route("/api/v1/timers", post(timers::post))
+        .route("/api/v1/timers/{queue}", get(timers::list))
+        .route("/api/v1/timers/{queue}/{*timer_key}", get(timers::peek).delete(timers::cancel))
         .route("/api/v1/dlq", get(dlq::read))
         .route("/api/v1/configure", post(queues::configure))
-        .route(
-            "/api/v1/resources/queues/{queue}",
-            delete(queues::delete_queue),
-        )
+        .route("/api/v1/resources/queues/{queue}", delete(queues::delete_queue))
         .route("/api/v1/consumer-groups/{group}", delete(groups::delete_group))
         .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(groups::delete_group_on_queue))
         .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(groups::seek))

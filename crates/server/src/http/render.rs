@@ -55,8 +55,8 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
                 .shared
                 .read_body(d.pos, d.len)
                 .map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
-            let b = BodyRecord::decode(&bytes)
-                .ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
+            let b =
+                BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
             messages.push(MessageJson {
                 id: uuid_string(&b.id),
                 transaction_id: b.transaction_id,
@@ -81,10 +81,7 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
         partition: first.map_or(String::new(), |c| c.partition.clone()),
         partition_id: first.map_or(String::new(), |c| c.partition_id.to_string()),
         lease_id: r.lease_id.clone(),
-        lease_expires_at: r
-            .lease_expires_ms
-            .filter(|_| !r.lease_id.is_empty())
-            .map(format_iso),
+        lease_expires_at: r.lease_expires_ms.filter(|_| !r.lease_id.is_empty()).map(format_iso),
         consumer_group: group.to_string(),
         messages,
         partitions_claimed: r.claims.len(),
@@ -98,6 +95,5 @@ fn raw_payload(p: Vec<u8>) -> ApiResult<Box<RawValue>> {
     } else {
         String::from_utf8(p).map_err(|_| ApiError::internal("payload is not UTF-8"))?
     };
-    RawValue::from_string(s)
-        .map_err(|e| ApiError::internal(format!("stored payload is not JSON: {e}")))
+    RawValue::from_string(s).map_err(|e| ApiError::internal(format!("stored payload is not JSON: {e}")))
 }

@@ -59,7 +59,10 @@ pub async fn record(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReje
     }
     let data = serde_json::to_vec(&b.data).map_err(|e| ApiError::bad_body(e.to_string()))?;
     if data.len() > TRACE_DATA_BYTES_MAX {
-        return Err(ApiError::too_large(format!("trace data is {} bytes; the limit is {TRACE_DATA_BYTES_MAX}", data.len())));
+        return Err(ApiError::too_large(format!(
+            "trace data is {} bytes; the limit is {TRACE_DATA_BYTES_MAX}",
+            data.len()
+        )));
     }
     let id = *uuid::Uuid::now_v7().as_bytes();
     let event = TraceEvent {

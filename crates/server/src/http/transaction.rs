@@ -1,7 +1,8 @@
-//! `POST /api/v1/transaction` (JSON): acks and pushes of one step committed
-//! as one log entry. A judged bundle always answers 200: `success: true`
-//! with a result per operation, or `success: false` with the reason and
-//! nothing written.
+//! `POST /api/v1/transaction` (JSON): acks, pushes and KV riders of one
+//! step committed as one log entry. A judged bundle always answers 200:
+//! `success: true` with a result per operation (pushed items and acks
+//! first, then the `kv` array, one flat index space), or `success: false`
+//! with the reason and nothing written.
 
 use std::sync::Arc;
 
@@ -9,8 +10,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use serde::{Deserialize, Serialize};
+use serde_json::value::{to_raw_value, RawValue};
 use serde_json::{json, Value};
 
 use regina_state::command::{TxnCmd, TxnOp};
@@ -22,7 +23,10 @@ use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 use super::ack::{judge, AckBody, Judged};
 use super::error::{ApiError, ApiResult};
 use super::input::{body_bytes, json_body};
-use super::push::{to_item, ItemBody};
+use super::kv::{result_json, value_of};
+use super::kv_input::{parse_ops, Scope};
+use super::binary;
+use super::push::{from_binary, to_item, ItemBody};
 use super::render::uuid_string;
 use crate::node::Node;
 
@@ -33,8 +37,8 @@ struct TxnBody<'a> {
     operations: Vec<&'a RawValue>,
     #[serde(default)]
     required_leases: Vec<String>,
-    #[serde(default)]
-    kv: Vec<Value>,
+    #[serde(default, borrow)]
+    kv: Vec<&'a RawValue>,
     #[serde(default)]
     timers: Vec<Value>,
 }
@@ -70,13 +74,27 @@ fn parse_op<'a>(i: usize, raw: &'a RawValue) -> ApiResult<OpBody<'a>> {
 
 pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
-    let b: TxnBody = json_body(&bytes, false)?;
-    if !b.kv.is_empty() || !b.timers.is_empty() {
-        return Err(ApiError::bad_request("kv and timers riders are not served by this broker yet"));
-    }
-    if b.operations.is_empty() {
+    // The binary form: the JSON head without its pushes, then the pushes as
+    // pre-framed groups. Its pushes come after the head's operations.
+    let (head, binary_pushes) = if bytes.starts_with(binary::TXN_MAGIC) {
+        let (head, items) = binary::parse_transaction(&bytes).map_err(ApiError::bad_body)?;
+        let items = items.into_iter().enumerate().map(|(i, b)| from_binary(i, b)).collect::<ApiResult<Vec<_>>>()?;
+        (head, items)
+    } else {
+        (&bytes[..], Vec::new())
+    };
+    let b: TxnBody = json_body(head, false)?;
+    let timer_ops = match super::timers::parse_ops(&b.timers) {
+        Ok(t) => t,
+        Err(r) => return Ok(r),
+    };
+    if b.operations.is_empty() && b.kv.is_empty() && timer_ops.is_empty() && binary_pushes.is_empty() {
         return Err(ApiError::bad_request("a transaction needs at least one operation"));
     }
+    let kv = match parse_ops(&b.kv, Scope::Transaction) {
+        Ok(kv) => kv,
+        Err(e) => return Ok(e.in_transaction()),
+    };
     let sole_lease = match b.required_leases.as_slice() {
         [one] => Some(one.clone()),
         _ => None,
@@ -116,32 +134,70 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
             }
         }
     }
+    for item in binary_pushes {
+        labels.push(item.queue.clone());
+        ops.push(TxnOp::Push(item));
+    }
     if ops.len() > PUSH_ITEMS_MAX {
         return Err(ApiError::too_large(format!("{} operations; the limit is {PUSH_ITEMS_MAX}", ops.len())));
     }
     let txn_id = uuid::Uuid::now_v7().to_string();
-    let outcome = node.propose(Command::Transaction(TxnCmd { ops: ops.clone() })).await?;
+    let outcome = node
+        .propose(Command::Transaction(TxnCmd { ops: ops.clone(), kv: kv.clone(), timers: timer_ops.clone() }))
+        .await?;
     let Outcome::Txn(t) = outcome else {
         return Err(ApiError::internal(format!("transaction answered {outcome:?}")));
     };
     match t {
-        TxnOutcome::Refused { reason, failed_index, error } => {
+        TxnOutcome::Refused { reason, failed_index, error, kv: lost } => {
             let mut r = refused(failed_index, &reason, &error);
             if let Some(obj) = r.1.as_object_mut() {
                 obj.insert("transactionId".into(), json!(txn_id));
+                // What the client needs to tell its own lock renewal from a
+                // lost lock: the row's current version and value.
+                if let Some(lost) = lost {
+                    obj.insert("kvReason".into(), json!(lost.reason.as_str()));
+                    obj.insert("version".into(), json!(lost.current.as_ref().map_or(0, |c| c.version)));
+                    obj.insert("value".into(), lost.current.as_ref().map_or(Value::Null, value_of));
+                }
             }
             Ok(r.into_response())
         }
         TxnOutcome::Committed(results) => {
-            let rendered: Vec<Value> = results
-                .iter()
-                .zip(ops.iter().zip(&labels))
-                .enumerate()
-                .map(|(i, (r, (op, label)))| render(i, r, op, label))
-                .collect();
-            Ok(axum::Json(json!({ "transactionId": txn_id, "success": true, "results": rendered })).into_response())
+            let mut rendered = Vec::with_capacity(results.len());
+            for (i, r) in results.iter().enumerate() {
+                let item = match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
+                    (TxnResult::Timer(t), _, _) => {
+                        let op_index = i - ops.len() - kv.len();
+                        let mut v = super::timers::render(&timer_ops[op_index], t, None);
+                        v["index"] = json!(i);
+                        v["opIndex"] = json!(op_index);
+                        v["type"] = json!("timer");
+                        to_raw_value(&v)
+                    }
+                    (TxnResult::Kv(k), _, Some(op)) => {
+                        let op_index = i - ops.len();
+                        to_raw_value(&result_json(op_index, op, k).in_transaction(i))
+                    }
+                    (r, Some(op), _) => to_raw_value(&render(i, r, op, &labels[i])),
+                    _ => to_raw_value(
+                        &json!({ "index": i, "success": false, "error": "result does not match its operation" }),
+                    ),
+                };
+                rendered.push(item.map_err(|e| ApiError::internal(format!("rendering result {i}: {e}")))?);
+            }
+            Ok(axum::Json(Committed { transaction_id: &txn_id, success: true, results: rendered }).into_response())
         }
     }
+}
+
+/// Rendered results keep each KV value's stored JSON text as it is.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Committed<'a> {
+    transaction_id: &'a str,
+    success: bool,
+    results: Vec<Box<RawValue>>,
 }
 
 fn refused(failed_index: usize, reason: &str, error: &str) -> (axum::http::StatusCode, axum::Json<Value>) {

@@ -15,21 +15,12 @@ pub struct Harness {
 
 impl Harness {
     pub fn new() -> Self {
-        Harness {
-            state: State::new(),
-            now: 1_000_000,
-            seq: 0,
-        }
+        Harness { state: State::new(), now: 1_000_000, seq: 0 }
     }
 
     pub fn apply(&mut self, command: Command) -> Outcome {
-        let out = self.state.apply(&Entry {
-            now_ms: self.now,
-            command,
-        });
-        self.state
-            .check_invariants()
-            .expect("invariants hold after every entry");
+        let out = self.state.apply(&Entry { now_ms: self.now, command });
+        self.state.check_invariants().expect("invariants hold after every entry");
         out.outcome
     }
 
@@ -62,10 +53,7 @@ impl Harness {
     pub fn pop(&mut self, queue: &str, group: &str, batch: u32, sub: Subscription) -> PopResult {
         self.seq += 1;
         let cmd = PopCmd {
-            target: PopTarget::Queue {
-                queue: queue.into(),
-                partition: None,
-            },
+            target: PopTarget::Queue { queue: queue.into(), partition: None },
             group: group.into(),
             batch,
             max_partitions: 1,
@@ -85,10 +73,7 @@ impl Harness {
     }
 
     pub fn ack(&mut self, group: &str, items: Vec<AckItem>) -> Vec<AckResult> {
-        match self.apply(Command::Ack(AckCmd {
-            group: group.into(),
-            items,
-        })) {
+        match self.apply(Command::Ack(AckCmd { group: group.into(), items })) {
             Outcome::Ack(r) => r,
             o => panic!("ack answered {o:?}"),
         }
@@ -106,8 +91,5 @@ pub fn ack_item(pid: u64, txn: &str, status: AckStatus, lease: &str) -> AckItem 
 }
 
 pub fn offsets(r: &PopResult) -> Vec<u64> {
-    r.claims
-        .iter()
-        .flat_map(|c| c.messages.iter().map(|d| d.offset))
-        .collect()
+    r.claims.iter().flat_map(|c| c.messages.iter().map(|d| d.offset)).collect()
 }

@@ -25,10 +25,7 @@ impl Header {
 
     pub fn decode(bytes: [u8; HEADER_LEN as usize]) -> Header {
         let [l0, l1, l2, l3, c0, c1, c2, c3] = bytes;
-        Header {
-            len: u32::from_le_bytes([l0, l1, l2, l3]),
-            crc: u32::from_le_bytes([c0, c1, c2, c3]),
-        }
+        Header { len: u32::from_le_bytes([l0, l1, l2, l3]), crc: u32::from_le_bytes([c0, c1, c2, c3]) }
     }
 
     /// Reads the header at `offset` of `buf`, or `None` if fewer than

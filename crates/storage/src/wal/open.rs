@@ -32,12 +32,7 @@ impl Wal {
         let dir = dir.as_ref().to_path_buf();
         prepare_dir(&dir, options.segment_bytes)?;
         let recovered = recovery::recover(&dir)?;
-        let layout = Layout::split(
-            recovered.segments,
-            recovered.active,
-            recovered.active_offset,
-        )
-        .ok_or_else(|| {
+        let layout = Layout::split(recovered.segments, recovered.active, recovered.active_offset).ok_or_else(|| {
             WalError::io(
                 format!("recovering {}", dir.display()),
                 std::io::Error::other("no wal segment found after creating one"),
@@ -47,10 +42,7 @@ impl Wal {
         let shared = Arc::new(Shared {
             io,
             options,
-            queue: Mutex::new(Queue {
-                pending: VecDeque::new(),
-                shutdown: false,
-            }),
+            queue: Mutex::new(Queue { pending: VecDeque::new(), shutdown: false }),
             wake: Condvar::new(),
             poison: OnceLock::new(),
             bytes_written: AtomicU64::new(0),
@@ -78,11 +70,7 @@ impl Wal {
             stop: Arc::clone(&preparer_stop),
             out: tx,
         };
-        let writer = Writer {
-            shared: Arc::clone(&shared),
-            active,
-            prepared: rx,
-        };
+        let writer = Writer { shared: Arc::clone(&shared), active, prepared: rx };
         let spawn_err = |e| WalError::io("starting a wal thread", e);
         // The writer goes first: if spawning it fails, the preparer (which
         // only exits once the writer drops its receiver) never starts.
@@ -90,13 +78,7 @@ impl Wal {
             .name("regina-wal-writer".into())
             .spawn(move || writer.run())
             .map_err(spawn_err)?;
-        let mut wal = Wal {
-            dir,
-            shared,
-            writer: Some(writer),
-            preparer: None,
-            preparer_stop,
-        };
+        let mut wal = Wal { dir, shared, writer: Some(writer), preparer: None, preparer_stop };
         // On failure `wal` drops here and shuts the writer down cleanly.
         let preparer = std::thread::Builder::new()
             .name("regina-wal-prepare".into())
@@ -124,25 +106,10 @@ impl Layout {
         for segment in found.by_ref().take(active_index + 1) {
             let file = Arc::new(segment.file);
             readable.insert(segment.seq, Arc::clone(&file));
-            active = Some(Active {
-                seq: segment.seq,
-                file,
-                len: segment.len,
-                offset: active_offset,
-            });
+            active = Some(Active { seq: segment.seq, file, len: segment.len, offset: active_offset });
         }
-        let spares = found
-            .map(|f| Spare {
-                seq: f.seq,
-                file: f.file,
-                len: f.len,
-            })
-            .collect();
-        Some(Layout {
-            readable,
-            active: active?,
-            spares,
-        })
+        let spares = found.map(|f| Spare { seq: f.seq, file: f.file, len: f.len }).collect();
+        Some(Layout { readable, active: active?, spares })
     }
 }
 
@@ -158,10 +125,7 @@ fn prepare_dir(dir: &Path, segment_bytes: u64) -> Result<(), WalError> {
         segment::create(dir, 0, segment_bytes, &never)
             .map_err(|e| WalError::io(ctx("creating the first segment in"), e))?;
         // The directory itself may be new; make its entry durable too.
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         segment::sync_dir(parent).map_err(|e| WalError::io(ctx("syncing the parent of"), e))?;
     }
     Ok(())

@@ -38,11 +38,7 @@ impl Preparer {
             let seq = self.next_seq;
             match segment::create(&self.dir, seq, self.segment_bytes, &self.stop) {
                 Ok(Some(file)) => {
-                    let spare = Spare {
-                        seq,
-                        file,
-                        len: self.segment_bytes,
-                    };
+                    let spare = Spare { seq, file, len: self.segment_bytes };
                     // Blocks until the writer needs it; fails once the
                     // writer has exited.
                     if self.out.send(Ok(spare)).is_err() {
@@ -52,10 +48,7 @@ impl Preparer {
                 }
                 Ok(None) => return,
                 Err(e) => {
-                    let reason = format!(
-                        "preparing wal segment {} failed: {e}",
-                        segment::file_name(seq)
-                    );
+                    let reason = format!("preparing wal segment {} failed: {e}", segment::file_name(seq));
                     tracing::error!(%reason, "cannot prepare the next wal segment");
                     // The writer poisons the log if and when it needs this
                     // segment; until then the current one keeps working.

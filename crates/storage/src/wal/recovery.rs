@@ -63,11 +63,7 @@ pub fn scan_segment(buf: &[u8]) -> SegmentScan {
         if end > buf.len() as u64 {
             break Some(Damage {
                 offset,
-                reason: format!(
-                    "record length {} runs past the segment end ({} bytes)",
-                    header.len,
-                    buf.len()
-                ),
+                reason: format!("record length {} runs past the segment end ({} bytes)", header.len, buf.len()),
             });
         }
         let payload = start as usize..end as usize;
@@ -75,20 +71,13 @@ pub fn scan_segment(buf: &[u8]) -> SegmentScan {
         if computed != header.crc {
             break Some(Damage {
                 offset,
-                reason: format!(
-                    "checksum mismatch (stored {:08x}, computed {computed:08x})",
-                    header.crc
-                ),
+                reason: format!("checksum mismatch (stored {:08x}, computed {computed:08x})", header.crc),
             });
         }
         records.push((offset, payload));
         offset = end;
     };
-    SegmentScan {
-        records,
-        end: offset,
-        damage,
-    }
+    SegmentScan { records, end: offset, damage }
 }
 
 /// Damage if anything after the end of data at `end` is non-zero.
@@ -96,10 +85,7 @@ fn trailing_damage(buf: &[u8], end: u64) -> Option<Damage> {
     let stray = last_nonzero(&buf[end as usize..])?;
     Some(Damage {
         offset: end,
-        reason: format!(
-            "non-zero bytes up to offset {} after the end of data",
-            end + stray as u64
-        ),
+        reason: format!("non-zero bytes up to offset {} after the end of data", end + stray as u64),
     })
 }
 
@@ -141,8 +127,7 @@ struct Scanned {
 ///
 /// `dir` must contain at least one segment.
 pub fn recover(dir: &Path) -> Result<Recovered, WalError> {
-    let listed =
-        segment::list(dir).map_err(|e| WalError::io(format!("listing {}", dir.display()), e))?;
+    let listed = segment::list(dir).map_err(|e| WalError::io(format!("listing {}", dir.display()), e))?;
     let mut scanned = Vec::with_capacity(listed.len());
     for (seq, path) in listed {
         scanned.push(scan_file(seq, &path)?);
@@ -166,44 +151,22 @@ pub fn recover(dir: &Path) -> Result<Recovered, WalError> {
     let mut segments = Vec::with_capacity(scanned.len());
     for s in scanned {
         let seq = s.found.seq;
-        records.extend(s.records.into_iter().map(|(offset, payload)| {
-            (
-                RecordPos {
-                    segment: seq,
-                    offset,
-                },
-                payload,
-            )
-        }));
+        records.extend(s.records.into_iter().map(|(offset, payload)| (RecordPos { segment: seq, offset }, payload)));
         segments.push(s.found);
     }
-    Ok(Recovered {
-        records,
-        segments,
-        active,
-        active_offset,
-    })
+    Ok(Recovered { records, segments, active, active_offset })
 }
 
 fn scan_file(seq: u64, path: &Path) -> Result<Scanned, WalError> {
     let context = || format!("reading wal segment {}", path.display());
     let mut file = segment::open_existing(path).map_err(|e| WalError::io(context(), e))?;
     let mut buf = Vec::new();
-    file.read_to_end(&mut buf)
-        .map_err(|e| WalError::io(context(), e))?;
+    file.read_to_end(&mut buf).map_err(|e| WalError::io(context(), e))?;
     let scan = scan_segment(&buf);
-    let records = scan
-        .records
-        .iter()
-        .map(|(offset, payload)| (*offset, buf[payload.clone()].to_vec()))
-        .collect();
+    let records = scan.records.iter().map(|(offset, payload)| (*offset, buf[payload.clone()].to_vec())).collect();
     let dirty_until = last_nonzero(&buf).map_or(0, |i| i as u64 + 1);
     Ok(Scanned {
-        found: FoundSegment {
-            seq,
-            file,
-            len: buf.len() as u64,
-        },
+        found: FoundSegment { seq, file, len: buf.len() as u64 },
         records,
         end: scan.end,
         damage: scan.damage,
@@ -225,12 +188,8 @@ fn zero_leftovers(s: &Scanned) -> Result<(), WalError> {
             "cutting the wal at a torn or damaged record"
         );
     }
-    segment::zero_and_sync(&s.found.file, s.end, s.dirty_until).map_err(|e| {
-        WalError::io(
-            format!("zeroing the tail of wal segment {}", s.found.seq),
-            e,
-        )
-    })
+    segment::zero_and_sync(&s.found.file, s.end, s.dirty_until)
+        .map_err(|e| WalError::io(format!("zeroing the tail of wal segment {}", s.found.seq), e))
 }
 
 #[cfg(test)]

@@ -52,10 +52,7 @@ pub fn list(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 pub fn remove_temp_files(dir: &Path) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
-        let is_temp = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|name| name.ends_with(TEMP_SUFFIX));
+        let is_temp = entry.file_name().to_str().is_some_and(|name| name.ends_with(TEMP_SUFFIX));
         if is_temp {
             fs::remove_file(entry.path())?;
         }
@@ -107,12 +104,7 @@ pub fn create(dir: &Path, seq: u64, len: u64, stop: &AtomicBool) -> io::Result<O
         ));
     }
     let temp_path = dir.join(format!("{seq:020}{TEMP_SUFFIX}"));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp_path)?;
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&temp_path)?;
     if !write_zeros(&file, 0, len, stop)? {
         drop(file);
         fs::remove_file(&temp_path)?;
@@ -127,21 +119,13 @@ pub fn create(dir: &Path, seq: u64, len: u64, stop: &AtomicBool) -> io::Result<O
 /// Reads the record starting at `pos` from its segment `file`.
 pub fn read_record(file: &File, pos: RecordPos) -> Result<Vec<u8>, WalError> {
     let context = || format!("reading wal record at {pos:?}");
-    let file_len = file
-        .metadata()
-        .map_err(|e| WalError::io(context(), e))?
-        .len();
-    let no_record = |reason: String| WalError::NoRecord {
-        segment: pos.segment,
-        offset: pos.offset,
-        reason,
-    };
+    let file_len = file.metadata().map_err(|e| WalError::io(context(), e))?.len();
+    let no_record = |reason: String| WalError::NoRecord { segment: pos.segment, offset: pos.offset, reason };
     if pos.offset.saturating_add(HEADER_LEN) > file_len {
         return Err(no_record(format!("segment is only {file_len} bytes long")));
     }
     let mut header = [0u8; HEADER_LEN as usize];
-    file.read_exact_at(&mut header, pos.offset)
-        .map_err(|e| WalError::io(context(), e))?;
+    file.read_exact_at(&mut header, pos.offset).map_err(|e| WalError::io(context(), e))?;
     let header = Header::decode(header);
     if header.is_end_marker() {
         return Err(no_record("zeroed space, nothing was written here".into()));
@@ -155,17 +139,13 @@ pub fn read_record(file: &File, pos: RecordPos) -> Result<Vec<u8>, WalError> {
         });
     }
     let mut payload = vec![0u8; header.len as usize];
-    file.read_exact_at(&mut payload, payload_at)
-        .map_err(|e| WalError::io(context(), e))?;
+    file.read_exact_at(&mut payload, payload_at).map_err(|e| WalError::io(context(), e))?;
     let computed = record_crc(&payload);
     if computed != header.crc {
         return Err(WalError::Corrupt {
             segment: pos.segment,
             offset: pos.offset,
-            reason: format!(
-                "checksum mismatch (stored {:08x}, computed {computed:08x})",
-                header.crc
-            ),
+            reason: format!("checksum mismatch (stored {:08x}, computed {computed:08x})", header.crc),
         });
     }
     Ok(payload)

@@ -102,10 +102,7 @@ impl Writer {
                     self.make_room(need)?;
                     buf_at = self.active.offset;
                 }
-                request_positions.push(RecordPos {
-                    segment: self.active.seq,
-                    offset: self.active.offset,
-                });
+                request_positions.push(RecordPos { segment: self.active.seq, offset: self.active.offset });
                 encode_into(&mut buf, record);
                 self.active.offset += need;
             }
@@ -122,17 +119,10 @@ impl Writer {
         }
         let name = segment::file_name(self.active.seq);
         let io = &self.shared.io;
-        io.write_at(&self.active.file, buf, at).map_err(|e| {
-            format!(
-                "writing {} bytes at offset {at} of wal segment {name} failed: {e}",
-                buf.len()
-            )
-        })?;
-        io.sync_data(&self.active.file)
-            .map_err(|e| format!("fdatasync of wal segment {name} failed: {e}"))?;
-        self.shared
-            .bytes_written
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        io.write_at(&self.active.file, buf, at)
+            .map_err(|e| format!("writing {} bytes at offset {at} of wal segment {name} failed: {e}", buf.len()))?;
+        io.sync_data(&self.active.file).map_err(|e| format!("fdatasync of wal segment {name} failed: {e}"))?;
+        self.shared.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
         buf.clear();
         Ok(())
     }
@@ -152,19 +142,9 @@ impl Writer {
             next.len = need;
         }
         let file = Arc::new(next.file);
-        self.shared
-            .segments
-            .write()
-            .insert(next.seq, Arc::clone(&file));
-        self.shared
-            .current_segment
-            .store(next.seq, Ordering::SeqCst);
-        self.active = Active {
-            seq: next.seq,
-            file,
-            len: next.len,
-            offset: 0,
-        };
+        self.shared.segments.write().insert(next.seq, Arc::clone(&file));
+        self.shared.current_segment.store(next.seq, Ordering::SeqCst);
+        self.active = Active { seq: next.seq, file, len: next.len, offset: 0 };
         Ok(())
     }
 
@@ -179,12 +159,8 @@ impl Writer {
 /// Extends a zeroed segment from `len` to `need` bytes with real zeros, so
 /// an oversized record still overwrites allocated space.
 fn grow(file: &File, seq: u64, len: u64, need: u64) -> Result<(), String> {
-    segment::zero_and_sync(file, len, need).map_err(|e| {
-        format!(
-            "growing wal segment {} to {need} bytes failed: {e}",
-            segment::file_name(seq)
-        )
-    })
+    segment::zero_and_sync(file, len, need)
+        .map_err(|e| format!("growing wal segment {} to {need} bytes failed: {e}", segment::file_name(seq)))
 }
 
 fn fail_all(batch: Vec<Request>, reason: &str) {

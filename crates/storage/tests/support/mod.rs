@@ -13,10 +13,7 @@ pub type Recovered = Vec<(RecordPos, Vec<u8>)>;
 pub fn fast_tempdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
-        if let Ok(dir) = tempfile::Builder::new()
-            .prefix("regina-wal-")
-            .tempdir_in(shm)
-        {
+        if let Ok(dir) = tempfile::Builder::new().prefix("regina-wal-").tempdir_in(shm) {
             return dir;
         }
     }
@@ -24,10 +21,7 @@ pub fn fast_tempdir() -> tempfile::TempDir {
 }
 
 pub fn options(segment_bytes: u64) -> WalOptions {
-    WalOptions {
-        segment_bytes,
-        ..WalOptions::default()
-    }
+    WalOptions { segment_bytes, ..WalOptions::default() }
 }
 
 pub fn open(dir: &Path, options: WalOptions) -> (Wal, Recovered) {
@@ -35,10 +29,7 @@ pub fn open(dir: &Path, options: WalOptions) -> (Wal, Recovered) {
 }
 
 pub fn payloads(recovered: &Recovered) -> Vec<Vec<u8>> {
-    recovered
-        .iter()
-        .map(|(_, payload)| payload.clone())
-        .collect()
+    recovered.iter().map(|(_, payload)| payload.clone()).collect()
 }
 
 pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
@@ -48,12 +39,7 @@ pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
 pub fn wal_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("list the wal directory")
-        .map(|e| {
-            e.expect("directory entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|e| e.expect("directory entry").file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".wal"))
         .collect();
     names.sort();
@@ -66,10 +52,7 @@ pub struct Lcg(pub u64);
 
 impl Lcg {
     pub fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 
