@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every check Regina has, in one command: the workspace's own tests (unit,
-# property, storage fault, crash and HTTP tests against real servers on
-# 127.0.0.1), then the official Queen MQ Rust client's live suite against a
-# real Regina.
+# property, storage fault, openraft conformance, crash and HTTP tests against
+# real servers on 127.0.0.1), the official Queen MQ Rust client's suites
+# against a real Regina, and a scenario driven by the official Python client.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,5 +13,8 @@ fi
 cargo build --workspace --all-targets --locked
 cargo nextest run --workspace --locked --no-fail-fast
 
-scripts/queen-suite.sh core
+# The official Rust client's live suites against a fresh Regina, then its
+# wire suites (which need no broker and pin the client's own view).
+scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks \
+  http_wire wire_forms autopilot_wire reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
 scripts/python-scenario.sh
