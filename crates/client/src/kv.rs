@@ -1,0 +1,296 @@
+//! Key/value rows: JSON values under (namespace, key), each with a version
+//! that only rises (across deletes and holders too) and an expiry.
+//!
+//! Every write states its lifetime: [`Lifetime`] is a required argument, so
+//! a row meant to expire cannot be stored forever by forgetting a field.
+//! A write with `expect` applies only at that version (`expect(0)`: only
+//! when absent); a `required` operation that loses makes the whole call (or
+//! step) write nothing.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::client::{bool_of, opt_str, results, str_of, u64_of, Client, Result};
+
+/// How long a written row lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime(Option<u64>);
+
+impl Lifetime {
+    /// Never expires.
+    pub const FOREVER: Lifetime = Lifetime(None);
+
+    /// Expires after `d`, in whole seconds rounded up (at least one).
+    pub fn ttl(d: Duration) -> Lifetime {
+        Lifetime(Some(crate::queue::whole_seconds(d)))
+    }
+
+    pub fn seconds(n: u64) -> Lifetime {
+        Lifetime(Some(n.max(1)))
+    }
+
+    pub fn days(n: u64) -> Lifetime {
+        Lifetime::seconds(n.saturating_mul(86_400))
+    }
+
+    fn apply(self, op: &mut Value) {
+        match self.0 {
+            Some(s) => op["ttlSeconds"] = json!(s),
+            None => op["forever"] = json!(true),
+        }
+    }
+}
+
+/// One KV operation in its wire form, for [`Kv::batch`] and for steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvOp(pub(crate) Value);
+
+impl KvOp {
+    pub fn get(ns: &str, key: &str) -> KvOp {
+        KvOp(json!({ "op": "get", "ns": ns, "key": key }))
+    }
+
+    pub fn get_many(ns: &str, keys: &[&str]) -> KvOp {
+        KvOp(json!({ "op": "getMany", "ns": ns, "keys": keys }))
+    }
+
+    pub fn put(ns: &str, key: &str, value: Value, lifetime: Lifetime) -> KvOp {
+        let mut v = json!({ "op": "put", "ns": ns, "key": key, "value": value });
+        lifetime.apply(&mut v);
+        KvOp(v)
+    }
+
+    /// A put that applies only when the key is absent (or expired).
+    pub fn put_if_absent(ns: &str, key: &str, value: Value, lifetime: Lifetime) -> KvOp {
+        let mut v = json!({ "op": "putIfAbsent", "ns": ns, "key": key, "value": value });
+        lifetime.apply(&mut v);
+        KvOp(v)
+    }
+
+    pub fn delete(ns: &str, key: &str) -> KvOp {
+        KvOp(json!({ "op": "delete", "ns": ns, "key": key }))
+    }
+
+    /// Holds when the row is at `version` (0: absent). Writes nothing.
+    pub fn check(ns: &str, key: &str, version: u64) -> KvOp {
+        KvOp(json!({ "op": "check", "ns": ns, "key": key, "expect": version }))
+    }
+
+    /// Adds `delta` to a numeric row (an absent one counts from 0). The
+    /// lifetime applies only when the row is created.
+    pub fn incr(ns: &str, key: &str, delta: i64, lifetime: Lifetime) -> KvOp {
+        let mut v = json!({ "op": "incr", "ns": ns, "key": key, "delta": delta });
+        lifetime.apply(&mut v);
+        KvOp(v)
+    }
+
+    /// Refuses (never saturates) an incr that would go above `max`.
+    pub fn max(mut self, max: i64) -> KvOp {
+        self.0["max"] = json!(max);
+        self
+    }
+
+    /// Refuses an incr that would go below `min`.
+    pub fn min(mut self, min: i64) -> KvOp {
+        self.0["min"] = json!(min);
+        self
+    }
+
+    /// Applies only at this version (0: only when absent).
+    pub fn expect(mut self, version: u64) -> KvOp {
+        self.0["expect"] = json!(version);
+        self
+    }
+
+    /// When this operation does not apply, nothing in its call or step does.
+    pub fn required(mut self) -> KvOp {
+        self.0["required"] = json!(true);
+        self
+    }
+}
+
+/// A stored row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub key: String,
+    pub value: Value,
+    pub version: u64,
+    pub expires_at: Option<String>,
+    pub updated_at: String,
+}
+
+impl Row {
+    fn from_wire(v: &Value) -> Row {
+        Row {
+            key: str_of(v, "key"),
+            value: v.get("value").cloned().unwrap_or(Value::Null),
+            version: u64_of(v, "version"),
+            expires_at: opt_str(v, "expiresAt"),
+            updated_at: str_of(v, "updatedAt"),
+        }
+    }
+}
+
+/// The verdict on a write, an incr or a check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write {
+    pub applied: bool,
+    /// The row's version after the write; when refused, its current one (0: absent).
+    pub version: u64,
+    /// When refused, the current value; for an incr, the counter.
+    pub value: Value,
+    /// Why it did not apply: `exists`, `version`, `absent`, `limit` or `type`.
+    pub reason: Option<String>,
+}
+
+/// The broker's answer to a call (or step) that a `required` operation lost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Precondition {
+    /// The losing operation's index in the call.
+    pub failed_index: usize,
+    pub kv_reason: String,
+    pub version: u64,
+    pub value: Value,
+}
+
+impl Precondition {
+    pub(crate) fn from_wire(v: &Value) -> Precondition {
+        Precondition {
+            failed_index: u64_of(v, "failedIndex") as usize,
+            kv_reason: str_of(v, "kvReason"),
+            version: u64_of(v, "version"),
+            value: v.get("value").cloned().unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// The answer to [`Kv::batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum KvBatch {
+    /// One raw result element per operation, in order.
+    Done(Vec<Value>),
+    /// A `required` operation lost; nothing was written.
+    Refused(Precondition),
+}
+
+/// One page of a prefix scan, in key order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub rows: Vec<Row>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_after: Option<String>,
+}
+
+/// The KV store of one broker.
+#[derive(Debug, Clone)]
+pub struct Kv {
+    client: Client,
+}
+
+impl Client {
+    pub fn kv(&self) -> Kv {
+        Kv { client: self.clone() }
+    }
+}
+
+impl Kv {
+    /// Runs operations in order as one call: with a write, one durable entry.
+    pub async fn batch(&self, ops: &[KvOp]) -> Result<KvBatch> {
+        let body = json!({ "operations": ops.iter().map(|o| &o.0).collect::<Vec<_>>() });
+        let answer = self.client.post("/api/v1/kv", &body).await?;
+        if answer.get("reason").and_then(Value::as_str) == Some("kv_precondition") {
+            return Ok(KvBatch::Refused(Precondition::from_wire(&answer)));
+        }
+        Ok(KvBatch::Done(results(&answer, ops.len())?))
+    }
+
+    async fn one(&self, op: KvOp) -> Result<Value> {
+        match self.batch(std::slice::from_ref(&op)).await? {
+            KvBatch::Done(mut r) => Ok(r.remove(0)),
+            // A lone required op that lost: the same facts as a plain refusal.
+            KvBatch::Refused(p) => Ok(json!({
+                "applied": false, "reason": p.kv_reason, "version": p.version, "value": p.value,
+            })),
+        }
+    }
+
+    pub async fn get(&self, ns: &str, key: &str) -> Result<Option<Row>> {
+        let r = self.one(KvOp::get(ns, key)).await?;
+        Ok(bool_of(&r, "found").then(|| Row { key: key.to_string(), ..Row::from_wire(&r) }))
+    }
+
+    /// The live rows among `keys` (in the broker's order) and the keys missing.
+    pub async fn get_many(&self, ns: &str, keys: &[&str]) -> Result<(Vec<Row>, Vec<String>)> {
+        let r = self.one(KvOp::get_many(ns, keys)).await?;
+        let rows = rows_of(&r);
+        let missing = r
+            .get("missing")
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |m| m.iter().filter_map(Value::as_str).map(str::to_string).collect());
+        Ok((rows, missing))
+    }
+
+    /// One page of the rows whose key starts with `prefix`, after the key
+    /// `after` (exclusive). The broker clamps `limit`.
+    pub async fn get_prefix(&self, ns: &str, prefix: &str, after: Option<&str>, limit: u32) -> Result<Page> {
+        let mut op = json!({ "op": "getPrefix", "ns": ns, "prefix": prefix, "limit": limit });
+        if let Some(a) = after {
+            op["after"] = json!(a);
+        }
+        let r = self.one(KvOp(op)).await?;
+        let next_after = if bool_of(&r, "truncated") { opt_str(&r, "nextAfter") } else { None };
+        Ok(Page { rows: rows_of(&r), next_after })
+    }
+
+    /// Every row under `prefix`, page by page.
+    pub async fn get_prefix_all(&self, ns: &str, prefix: &str) -> Result<Vec<Row>> {
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.get_prefix(ns, prefix, after.as_deref(), 1000).await?;
+            all.extend(page.rows);
+            // Keys strictly rise from page to page, so this ends.
+            match page.next_after {
+                Some(next) if after.as_ref() != Some(&next) => after = Some(next),
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    pub async fn put(&self, ns: &str, key: &str, value: Value, lifetime: Lifetime) -> Result<Write> {
+        self.write(KvOp::put(ns, key, value, lifetime)).await
+    }
+
+    pub async fn put_if_absent(&self, ns: &str, key: &str, value: Value, lifetime: Lifetime) -> Result<Write> {
+        self.write(KvOp::put_if_absent(ns, key, value, lifetime)).await
+    }
+
+    pub async fn delete(&self, ns: &str, key: &str) -> Result<Write> {
+        self.write(KvOp::delete(ns, key)).await
+    }
+
+    pub async fn incr(&self, ns: &str, key: &str, delta: i64, lifetime: Lifetime) -> Result<Write> {
+        self.write(KvOp::incr(ns, key, delta, lifetime)).await
+    }
+
+    pub async fn check(&self, ns: &str, key: &str, version: u64) -> Result<Write> {
+        self.write(KvOp::check(ns, key, version)).await
+    }
+
+    /// Sends one write, incr or check (with its `expect`, bounds or
+    /// `required` as built) and reads its verdict.
+    pub async fn write(&self, op: KvOp) -> Result<Write> {
+        let r = self.one(op).await?;
+        Ok(Write {
+            applied: bool_of(&r, "applied"),
+            version: u64_of(&r, "version"),
+            value: r.get("value").cloned().unwrap_or(Value::Null),
+            reason: opt_str(&r, "reason"),
+        })
+    }
+}
+
+fn rows_of(r: &Value) -> Vec<Row> {
+    r.get("rows").and_then(Value::as_array).map_or_else(Vec::new, |rows| rows.iter().map(Row::from_wire).collect())
+}

@@ -1,0 +1,89 @@
+//! `regina-client`: the Rust SDK of Regina, a durable message broker that
+//! speaks the Queen MQ HTTP API.
+//!
+//! # Map
+//!
+//! | module | what |
+//! |---|---|
+//! | [`Client`] | one broker: `Client::new(url)`, and [`Error`] with the broker's `code` and `reason` |
+//! | queues | [`Client::push`], [`Client::pop`] ([`Pop`]: group, batch, wait, partition, lease), [`Client::extend_lease`] |
+//! | acks | [`Client::ack`], [`Client::nack`], [`Client::settle`], [`Client::ack_batch`] ([`Ack`]) |
+//! | steps | [`Client::step`]: acks, pushes, KV writes, `once` markers, timers and lock guards committed together ([`StepOutcome`]) |
+//! | KV | [`Client::kv`]: get, get_many, get_prefix, put, put_if_absent, delete, incr, check; every write names its [`Lifetime`] |
+//! | timers | [`Client::timers`]: schedule, reschedule, cancel, peek, list ([`Timer`]) |
+//! | locks | [`Client::locks`]: raw acquire/renew/release/get of a lock or a semaphore, and [`LockHandle`], which renews itself |
+//!
+//! Refusals the broker answers as verdicts (a refused ack, a held lock, a
+//! lost precondition, a refused step) come back as values; only malformed
+//! calls, broker failures and transport errors are [`Error`]s. Nothing is
+//! retried behind the caller's back.
+//!
+//! # A worker's step
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use regina_client::{Client, Lifetime, StepOutcome, Timer};
+//! use serde_json::json;
+//!
+//! # async fn run() -> regina_client::Result<()> {
+//! let client = Client::new("http://127.0.0.1:6632")?;
+//! let batch = client.pop("payments").group("billing").wait(Duration::from_secs(10)).send().await?;
+//! for payment in &batch {
+//!     let outcome = client
+//!         .step()
+//!         .ack(payment)
+//!         .push("receipts", "customer-42", json!({ "payment": payment.transaction_id }))
+//!         .put("orders", "9137", json!({ "status": "paid" }), Lifetime::days(30))
+//!         .once("paid", &payment.transaction_id, Lifetime::days(30))
+//!         .schedule(Timer::new("reminders", "order-9137", Duration::from_secs(86_400)))
+//!         .commit()
+//!         .await?;
+//!     match outcome {
+//!         StepOutcome::Committed(_) => {}
+//!         // Already done (a resend, or the same event twice): nothing was written.
+//!         StepOutcome::Refused(r) => eprintln!("skipped: {} {:?}", r.reason, r.kv_reason),
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Work under a lock
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use regina_client::Client;
+//! use serde_json::json;
+//!
+//! # async fn run() -> regina_client::Result<()> {
+//! let client = Client::new("http://127.0.0.1:6632")?;
+//! let Some(lock) = client.locks().lock("daily-report", Duration::from_secs(30)).hold().await? else {
+//!     return Ok(()); // somebody else is on it
+//! };
+//! let outcome = client.step().guard(&lock).push("reports", "Default", json!({ "day": "2026-10-08" })).commit().await?;
+//! if !outcome.is_committed() {
+//!     // The permit changed hands while we worked: nothing was pushed.
+//! }
+//! lock.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod ack;
+mod base64;
+mod client;
+mod handle;
+mod kv;
+mod locks;
+mod queue;
+mod step;
+mod timers;
+
+pub use ack::{Ack, AckResult, AckStatus};
+pub use client::{Client, Error, Result};
+pub use handle::LockHandle;
+pub use kv::{Kv, KvBatch, KvOp, Lifetime, Page, Precondition, Row, Write};
+pub use locks::{Acquire, Holder, LockSpec, Locks, Permit, Renewal, LOCK_NAMESPACE};
+pub use queue::{LeaseExtension, Message, Pop, PushItem, Pushed, Subscription, DEFAULT_PARTITION};
+pub use step::{Committed, Guard, Refused, Step, StepOutcome};
+pub use timers::{Scheduled, Timer, TimerPage, TimerRow, Timers};
