@@ -1,5 +1,5 @@
-"""A push / consume / ack / consumer-group / DLQ scenario driven by the
-official Python client (queen-mq 2.6.0) against a running Regina.
+"""A push / consume / ack / consumer-group / DLQ / ephemeral-queue scenario
+driven by the official Python client (queen-mq 2.6.0) against a running Regina.
 
 usage: python3 scenario.py http://127.0.0.1:PORT
 Exits non-zero, naming the failed check, when a check fails. Every wait is
@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 
-from queen import Queen
+from queen import EphemeralQueueNotFoundError, Queen
 
 CHECKS = []
 
@@ -139,6 +139,50 @@ async def main(url):
         await bc.queue(out_q).delete()
         await bc.queue(qb).delete()
         await bc.close()
+
+    # Ephemeral (in-memory, node-local) queues through client.ephemeral.
+    ec = Queen(url)
+    eph = ec.ephemeral
+    eq = f"{q}-eph"
+    conf = await eph.configure(eq, lease_seconds=5, retry_limit=2)
+    check("ephemeral configure declares the queue", conf.get("declared") is True, conf)
+    res = await eph.push(eq, [{"n": n} for n in range(3)], partition="p1")
+    check("ephemeral push answers pushed", res.get("pushed") == 3, res)
+    got = await eph.pop(eq, batch=2, group="workers")
+    msgs = got["messages"]
+    check("ephemeral pop is FIFO", [m["payload"] for m in msgs] == [{"n": 0}, {"n": 1}], got)
+    acked = await eph.ack(eq, [msgs[0], {"id": msgs[1]["id"], "status": "retry"}], group="workers")
+    outcomes = [r.get("outcome") for r in acked.get("results", [])]
+    check("ephemeral ack settles and a retry redelivers", outcomes == ["acked", "redelivered"], acked)
+    again = await eph.pop(eq, batch=10, group="workers")
+    seen = [(m["payload"], m["attempts"]) for m in again["messages"]]
+    check("a retried ephemeral message comes back first", seen == [({"n": 1}, 2), ({"n": 2}, 1)], again)
+    await eph.ack(eq, again["messages"], group="workers")
+    depth = await eph.depth(eq)
+    check("ephemeral depth is empty once acked", depth.get("depth") == 0, depth)
+    listed = await eph.queues()
+    check("ephemeral queues lists the queue", any(x.get("queue") == eq for x in listed.get("queues", [])), listed)
+
+    async def late_push():
+        await asyncio.sleep(0.5)
+        await eph.push(eq, {"payload": "wake"})
+
+    started = time.monotonic()
+    pusher = asyncio.create_task(late_push())
+    woke = await eph.pop(eq, wait=True, timeout=10000)
+    await pusher
+    took = time.monotonic() - started
+    check("an ephemeral long poll wakes on a push", [m["payload"] for m in woke["messages"]] == ["wake"] and took < 3, (woke, took))
+    reset = await eph.reset(eq)
+    check("ephemeral reset answers what it dropped", reset.get("dropped") == 1, reset)
+    deleted = await eph.delete(eq)
+    check("ephemeral delete answers deleted", deleted.get("deleted") is True, deleted)
+    try:
+        gone = await eph.depth(eq)
+        check("depth of a deleted ephemeral queue is refused", False, gone)
+    except EphemeralQueueNotFoundError as e:
+        check("depth of a deleted ephemeral queue is not found", e.code == "ephemeral_queue_not_found", e)
+    await ec.close()
 
 
 if __name__ == "__main__":

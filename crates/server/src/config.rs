@@ -13,6 +13,8 @@ pub struct Config {
     pub bind: IpAddr,
     pub port: u16,
     pub data_dir: PathBuf,
+    /// Key of at-rest payload encryption; default `<data-dir>/encryption.key`.
+    pub encryption_key_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -21,6 +23,7 @@ impl Default for Config {
             bind: DEFAULT_BIND.parse().expect("valid default address"),
             port: DEFAULT_PORT,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            encryption_key_file: None,
         }
     }
 }
@@ -28,11 +31,15 @@ impl Default for Config {
 pub const USAGE: &str = "\
 regina: a durable message broker speaking the Queen MQ HTTP API
 
-usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR]
+usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-file FILE]
 
   --bind ADDR      address to listen on      (env REGINA_BIND, default 127.0.0.1)
   --port PORT      HTTP port                 (env REGINA_PORT, default 6632)
   --data-dir DIR   where the data lives      (env REGINA_DATA_DIR, default ./regina-data)
+  --encryption-key-file FILE
+                   32-byte key sealing payloads of queues with encryptionEnabled
+                   (env REGINA_ENCRYPTION_KEY_FILE, default DIR/encryption.key,
+                   created on first start)
   --help           show this text
 ";
 
@@ -53,6 +60,9 @@ impl Config {
         if let Some(v) = env("REGINA_DATA_DIR") {
             c.data_dir = PathBuf::from(v);
         }
+        if let Some(v) = env("REGINA_ENCRYPTION_KEY_FILE") {
+            c.encryption_key_file = Some(PathBuf::from(v));
+        }
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let (flag, inline) = match a.split_once('=') {
@@ -64,6 +74,7 @@ impl Config {
                 "--bind" => c.bind = parse_bind(&value()?)?,
                 "--port" => c.port = parse_port(&value()?)?,
                 "--data-dir" => c.data_dir = PathBuf::from(value()?),
+                "--encryption-key-file" => c.encryption_key_file = Some(PathBuf::from(value()?)),
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }

@@ -10,8 +10,10 @@
 //! node on port 0.
 
 pub mod config;
+pub mod ephemeral;
 pub mod http;
 pub mod node;
+pub mod sealing;
 
 use std::future::Future;
 use std::path::Path;
@@ -25,10 +27,11 @@ use crate::node::Node;
 pub async fn serve(
     listener: TcpListener,
     data_dir: &Path,
+    encryption_key_file: Option<&Path>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let node = Node::open(data_dir, addr.to_string()).await?;
+    let node = Node::open(data_dir, addr.to_string(), encryption_key_file).await?;
     node.spawn_background();
     node.spawn_timer_driver();
     tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());

@@ -44,14 +44,18 @@ pub struct Node {
     pub raft: Raft,
     pub shared: Arc<SharedState>,
     pub log: LogStore,
+    /// Ephemeral queues: this node's memory only, never in the log.
+    pub ephemeral: crate::ephemeral::Store,
     last_stamp: AtomicU64,
     /// Raised once when the node starts to stop: parked long polls answer
     /// at once and background chores end.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Seals payloads of queues with `encryptionEnabled`.
+    pub sealer: crate::sealing::Sealer,
 }
 
 impl Node {
-    pub async fn open(data_dir: &Path, http_addr: String) -> Result<Arc<Node>, String> {
+    pub async fn open(data_dir: &Path, http_addr: String, key_file: Option<&Path>) -> Result<Arc<Node>, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
         let log = LogStore::open(&data_dir.join("raft"), WalOptions::default(), Arc::new(RealIo))?;
@@ -74,7 +78,10 @@ impl Node {
             raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
         }
         let (stopping, _) = tokio::sync::watch::channel(false);
-        let node = Arc::new(Node { raft, shared, log, last_stamp: AtomicU64::new(0), stopping });
+        let key_path = key_file.map(Path::to_path_buf).unwrap_or_else(|| data_dir.join("encryption.key"));
+        let sealer = crate::sealing::Sealer::load_or_create(&key_path)?;
+        let ephemeral = crate::ephemeral::Store::new();
+        let node = Arc::new(Node { raft, shared, log, ephemeral, last_stamp: AtomicU64::new(0), stopping, sealer });
         node.wait_for_leader(Duration::from_secs(10)).await?;
         Ok(node)
     }

@@ -59,6 +59,7 @@ impl State {
                 continue;
             }
             let groups = q.groups.len();
+            let mut dropped = 0;
             for p in &mut q.partitions {
                 let mut floor = p.base;
                 if ret > 0 {
@@ -78,8 +79,11 @@ impl State {
                     .filter_map(|c| c.live_lease(now).map(|l| l.start))
                     .min()
                     .unwrap_or(u64::MAX);
+                let before = p.msgs.len() as u64;
                 p.drop_before(floor.min(leased_floor));
+                dropped += before - p.msgs.len() as u64;
             }
+            q.kept -= dropped;
         }
     }
 }

@@ -144,6 +144,9 @@ pub struct PopCmd {
     pub auto_ack: bool,
     /// Seeding of a group that meets a queue for the first time.
     pub subscription: Subscription,
+    /// Ask for last-value delivery; stored with the group at registration.
+    #[serde(default)]
+    pub conflation: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -119,8 +119,14 @@ impl KvStore {
         let Some(row) = self.permit(name, slot, now) else {
             return self.lost(name, slot, now);
         };
-        let mine =
-            row.version == token || owner.is_some_and(|o| PermitValue::read(&row.value).owner.as_deref() == Some(o));
+        // A renew naming an owner is the holder's only if the owner matches
+        // (then a stale token is its own lost earlier answer); one naming no
+        // owner must carry the current token.
+        let holder = PermitValue::read(&row.value).owner;
+        let mine = match owner {
+            Some(o) => holder.as_deref() == Some(o),
+            None => row.version == token,
+        };
         if !mine {
             return self.lost(name, slot, now);
         }

@@ -179,6 +179,8 @@ pub enum LockResult {
 pub enum PushStatus {
     Queued,
     Duplicate,
+    /// Refused: the queue holds `maxSize` messages already.
+    Full,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,6 +201,10 @@ pub struct PopResult {
     pub lease_id: String,
     pub lease_expires_ms: Option<u64>,
     pub claims: Vec<Claim>,
+    /// For a pop that asked for conflation: whether the group conflates
+    /// (its stored policy wins over the request).
+    #[serde(default)]
+    pub conflation: Option<bool>,
 }
 
 impl PopResult {

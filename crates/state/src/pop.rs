@@ -50,9 +50,13 @@ impl State {
     fn pop_queue(&mut self, qid: u32, partition: Option<&str>, cmd: &PopCmd, out: &mut PopResult) {
         let now = self.now_ms;
         let q = self.queues.get_mut(&qid).expect("queue id from the index");
-        let gid = q.group_id(&cmd.group, cmd.subscription, now);
+        let gid = q.group_id_with(&cmd.group, cmd.subscription, cmd.conflation, now);
+        let conflate = q.groups[gid as usize].conflate;
+        if cmd.conflation {
+            out.conflation = Some(conflate);
+        }
         let lease_ms = cmd.lease_ms.unwrap_or(q.options.lease_time.saturating_mul(1000)).max(1);
-        let delay_ms = q.options.delayed_processing.saturating_mul(1000);
+        let vis = Visibility::of(&q.options);
         let order: Vec<u32> = match partition {
             Some(name) => q.partition_by_name(name).into_iter().collect(),
             None => {
@@ -68,7 +72,8 @@ impl State {
                 break;
             }
             let budget = cmd.batch - taken;
-            if let Some(claim) = claim_partition(q, gid, pidx, budget, now, delay_ms, lease_ms, cmd) {
+            let how = Claiming { gid, budget, now, vis, lease_ms, conflate };
+            if let Some(claim) = claim_partition(q, pidx, &how, cmd) {
                 out.claims.push(claim);
                 claimed.push(pidx);
             }
@@ -86,53 +91,83 @@ impl State {
     }
 }
 
-/// Hands out up to `budget` visible messages of one partition, if the group
-/// holds no live lease on it.
-#[allow(clippy::too_many_arguments)]
-fn claim_partition(
-    q: &mut Queue,
+/// When a message may be delivered: `delayedProcessing` hides each message
+/// for a while after its push; `windowBuffer` holds a partition back until
+/// it has been quiet that long, so bursts are delivered together.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Visibility {
+    delay_ms: u64,
+    window_ms: u64,
+}
+
+impl Visibility {
+    pub(crate) fn of(o: &crate::options::QueueOptions) -> Self {
+        Visibility {
+            delay_ms: o.delayed_processing.saturating_mul(1000),
+            window_ms: o.window_buffer.saturating_mul(1000),
+        }
+    }
+
+    /// One past the last offset from `start` that may be delivered at `now`.
+    pub(crate) fn end(&self, p: &crate::partition::Partition, start: u64, now: u64) -> u64 {
+        if p.last_write_ms.saturating_add(self.window_ms) > now {
+            return start;
+        }
+        // Creation times never decrease along a partition (the state's
+        // clock never goes back), so the visible messages are a prefix.
+        let visible = p.msgs.partition_point(|m| m.created_ms.saturating_add(self.delay_ms) <= now);
+        (p.base + visible as u64).max(start.min(p.next_offset()))
+    }
+}
+
+/// The settings of one claim.
+struct Claiming {
     gid: u32,
-    pidx: u32,
     budget: u32,
     now: u64,
-    delay_ms: u64,
+    vis: Visibility,
     lease_ms: u64,
-    cmd: &PopCmd,
-) -> Option<Claim> {
+    conflate: bool,
+}
+
+/// Hands out up to `budget` visible messages of one partition, if the group
+/// holds no live lease on it. A conflating group gets only the newest
+/// visible message; the older ones are committed (retired) for it.
+fn claim_partition(q: &mut Queue, pidx: u32, how: &Claiming, cmd: &PopCmd) -> Option<Claim> {
+    let (gid, now) = (how.gid, how.now);
     let seed = q.seed_for(gid, pidx);
     let p = &mut q.partitions[pidx as usize];
-    let end_offset = p.next_offset();
-    let base = p.base;
     let c = p.ensure_cursor(gid, seed).clone();
-    if c.live_lease(now).is_some() || c.next >= end_offset {
+    if c.live_lease(now).is_some() || c.next >= p.next_offset() {
         return None;
     }
-    let start = c.next.max(base);
-    let mut messages = Vec::new();
-    let attempt_of = |off: u64| c.attempt_of(off);
-    let mut off = start;
-    while off < end_offset && (messages.len() as u32) < budget {
-        let m = p.msgs[(off - base) as usize];
-        if m.created_ms.saturating_add(delay_ms) > now {
-            break;
-        }
-        messages.push(Delivered { offset: off, pos: m.pos, len: m.len, attempt: attempt_of(off) });
-        off += 1;
-    }
-    if messages.is_empty() {
+    let mut start = c.next.max(p.base);
+    let visible_end = how.vis.end(p, start, now);
+    if visible_end <= start {
         return None;
     }
+    if how.conflate {
+        start = visible_end - 1;
+    }
+    let end = visible_end.min(start + how.budget as u64);
+    let messages: Vec<Delivered> = (start..end)
+        .map(|off| {
+            let m = p.meta(off).expect("visible offsets are kept");
+            Delivered { offset: off, pos: m.pos, len: m.len, attempt: c.attempt_of(off) }
+        })
+        .collect();
     let c = p.cursor_mut(gid).expect("ensured above");
     if cmd.auto_ack {
-        c.commit_to(off);
+        c.commit_to(end);
         c.lease = None;
     } else {
+        c.commit_to(start);
         c.lease = Some(LeaseSlot {
             id: cmd.lease_id.clone(),
             start,
-            end: off,
-            expires_ms: now + lease_ms,
-            duration_ms: lease_ms,
+            end,
+            expires_ms: now + how.lease_ms,
+            duration_ms: how.lease_ms,
         });
     }
     Some(Claim { queue: q.name.clone(), partition: p.name.clone(), partition_id: p.id, messages })
@@ -157,14 +192,14 @@ impl State {
             let Some(&gid) = q.group_index.get(group) else {
                 return true;
             };
-            let delay_ms = q.options.delayed_processing.saturating_mul(1000);
+            let vis = Visibility::of(&q.options);
             q.partitions.iter().enumerate().filter(|(_, p)| named.is_none_or(|n| n == p.name)).any(|(pidx, p)| {
                 let next = match p.cursor(gid) {
                     Some(c) if c.live_lease(now).is_some() => return false,
                     Some(c) => c.next.max(p.base),
                     None => q.seed_for(gid, pidx as u32),
                 };
-                p.meta(next).is_some_and(|m| m.created_ms.saturating_add(delay_ms) <= now)
+                vis.end(p, next, now) > next
             })
         })
     }

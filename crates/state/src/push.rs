@@ -34,6 +34,18 @@ impl State {
                 results.push(dup);
                 continue;
             }
+            let pid = p.id;
+            if q.options.max_size > 0 && q.kept >= q.options.max_size {
+                results.push(PushResult {
+                    status: PushStatus::Full,
+                    partition_id: pid,
+                    offset: 0,
+                    pos: 0,
+                    len: 0,
+                    message_id: None,
+                });
+                continue;
+            }
             let r = self.append(item, writes);
             this_entry.insert((r.partition_id, hash));
             results.push(r);
@@ -49,6 +61,16 @@ impl State {
             }
         }
         results
+    }
+
+    /// Whether a push would be answered `duplicate` by a message already
+    /// stored (inside its queue's dedup window).
+    pub(crate) fn is_stored_duplicate(&self, item: &PushItem) -> bool {
+        let Some(q) = self.queue(&item.queue) else { return false };
+        let Some(pidx) = q.partition_by_name(&item.partition) else { return false };
+        let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
+        let p = &q.partitions[pidx as usize];
+        duplicate_of(p, txn_hash(&item.transaction_id), self.now_ms, window_ms, false).is_some()
     }
 
     /// Stores one message at the end of its partition, without a dedup
@@ -68,7 +90,9 @@ impl State {
         self.next_body_pos = pos + bytes.len() as u64;
         let len = bytes.len() as u32;
         let hash = txn_hash(&item.transaction_id);
-        let p = &mut self.queues.get_mut(&qid).expect("just created").partitions[pidx as usize];
+        let q = self.queues.get_mut(&qid).expect("just created");
+        q.kept += 1;
+        let p = &mut q.partitions[pidx as usize];
         let offset = p.next_offset();
         p.msgs.push_back(MsgMeta { pos, len, created_ms: now, txn: hash });
         p.txn_index.insert(hash, offset);

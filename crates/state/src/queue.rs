@@ -18,6 +18,10 @@ pub struct Group {
     /// The partition index a wildcard pop tries first, for fairness.
     pub next_try: u32,
     pub registered_ms: u64,
+    /// Last-value delivery: only the newest visible message of a partition
+    /// is delivered; older ones are retired.
+    #[serde(default)]
+    pub conflate: bool,
 }
 
 /// A message filed to the dead-letter list.
@@ -47,6 +51,9 @@ pub struct Queue {
     pub group_index: HashMap<String, u32>,
     pub dlq: Vec<DlqEntry>,
     pub created_ms: u64,
+    /// Messages kept across partitions (what `maxSize` bounds).
+    #[serde(default)]
+    pub kept: u64,
 }
 
 impl Queue {
@@ -63,6 +70,7 @@ impl Queue {
             group_index: HashMap::new(),
             dlq: Vec::new(),
             created_ms: now_ms,
+            kept: 0,
         }
     }
 
@@ -75,6 +83,11 @@ impl Queue {
     /// partition; partitions created later are new to it, so it reads them
     /// from their start.
     pub fn group_id(&mut self, name: &str, sub: Subscription, now_ms: u64) -> u32 {
+        self.group_id_with(name, sub, false, now_ms)
+    }
+
+    /// As [`Queue::group_id`], storing the conflation policy of a new group.
+    pub fn group_id_with(&mut self, name: &str, sub: Subscription, conflate: bool, now_ms: u64) -> u32 {
         if let Some(g) = self.group_index.get(name) {
             return *g;
         }
@@ -83,7 +96,7 @@ impl Queue {
             Subscription::From(ms) => Some(ms),
             _ => None,
         };
-        self.groups.push(Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms });
+        self.groups.push(Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms, conflate });
         self.group_index.insert(name.to_string(), gid);
         if sub == Subscription::New {
             for p in &mut self.partitions {

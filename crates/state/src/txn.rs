@@ -11,6 +11,25 @@ use crate::outcome::{TxnOutcome, TxnResult};
 use crate::state::State;
 
 impl State {
+    /// The index of the first push that would find its queue full.
+    fn overflowing_push(&self, cmd: &TxnCmd) -> Option<usize> {
+        let mut added: std::collections::BTreeMap<&str, u64> = Default::default();
+        for (i, op) in cmd.ops.iter().enumerate() {
+            let TxnOp::Push(p) = op else { continue };
+            if self.is_stored_duplicate(p) {
+                // A retried step's pushes add nothing; they cannot overflow.
+                continue;
+            }
+            let n = added.entry(p.queue.as_str()).or_insert(0);
+            *n += 1;
+            let Some(q) = self.queue(&p.queue) else { continue };
+            if q.options.max_size > 0 && q.kept + *n > q.options.max_size {
+                return Some(i);
+            }
+        }
+        None
+    }
+
     pub(crate) fn transaction(&mut self, cmd: &TxnCmd, writes: &mut Vec<BodyWrite>) -> TxnOutcome {
         let acks: Vec<(usize, (&str, &AckItem))> = cmd
             .ops
@@ -49,6 +68,14 @@ impl State {
                 };
             }
         };
+        if let Some(i) = self.overflowing_push(cmd) {
+            return TxnOutcome::Refused {
+                reason: "queue_full".into(),
+                failed_index: i,
+                error: "QTXN a push would take its queue past maxSize; the transaction rolled back".into(),
+                kv: None,
+            };
+        }
         let pushes: Vec<_> = cmd
             .ops
             .iter()

@@ -76,7 +76,8 @@ fn an_expired_permit_is_free_at_once_and_its_next_token_is_higher() {
     // The old holder's guard no longer holds: its transaction writes nothing.
     let guard = KvOp::Check { ns: LOCK_NAMESPACE.into(), key: "job#0".into(), expect: old, required: true };
     let item = h.item("q", "P", "late");
-    let out = h.apply(Command::Transaction(TxnCmd { ops: vec![TxnOp::Push(item)], kv: vec![guard], timers: Vec::new() }));
+    let out =
+        h.apply(Command::Transaction(TxnCmd { ops: vec![TxnOp::Push(item)], kv: vec![guard], timers: Vec::new() }));
     let Outcome::Txn(TxnOutcome::Refused { failed_index, kv: Some(lost), .. }) = out else { panic!("{out:?}") };
     assert_eq!((failed_index, lost.reason), (1, KvReason::Version));
     assert_eq!(lost.current.unwrap().version, new);
@@ -117,4 +118,14 @@ fn a_lapsed_permit_is_swept_and_a_get_shows_its_times() {
     h.now += 30_000;
     h.apply(Command::Sweep);
     assert!(h.state.kv.is_empty(), "the sweep drops the lapsed permit");
+}
+
+#[test]
+fn a_stranger_with_the_current_token_does_not_renew() {
+    let mut h = Harness::new();
+    let (slot, token) = granted(&locks(&mut h, acquire("report", "alice", 1, 10)));
+    let stranger = locks(&mut h, renew("report", token, slot, "mallory"));
+    assert!(matches!(stranger, LockResult::Lost { .. }), "{stranger:?}");
+    let own = locks(&mut h, renew("report", token, slot, "alice"));
+    assert!(matches!(own, LockResult::Renewed { .. }), "{own:?}");
 }

@@ -40,6 +40,7 @@ fn command() -> impl Strategy<Value = (u64, Command)> {
                     lease_ms: Some(2_000),
                     auto_ack,
                     subscription,
+                    conflation: false,
                 }))
             }
         ),

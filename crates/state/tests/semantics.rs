@@ -198,6 +198,7 @@ fn auto_ack_commits_at_delivery() {
         lease_ms: None,
         auto_ack: true,
         subscription: Subscription::All,
+        conflation: false,
     };
     let r = h.pop_cmd(cmd.clone());
     assert_eq!(offsets(&r), vec![0]);
@@ -224,6 +225,7 @@ fn batch_caps_the_claim_across_partitions() {
         lease_ms: None,
         auto_ack: false,
         subscription: Subscription::All,
+        conflation: false,
     });
     assert_eq!(offsets(&r).len(), 10);
     assert_eq!(r.claims.len(), 3);
@@ -315,6 +317,7 @@ fn one_bad_ack_rolls_back_every_other_part_of_the_step() {
         lease_ms: None,
         auto_ack: false,
         subscription: Subscription::All,
+        conflation: false,
     });
     let pa = ra.claims[0].partition_id;
     let pb = pa + 1;
@@ -405,4 +408,62 @@ fn a_dotted_queue_name_declares_its_namespace_and_task() {
     assert_eq!((q.namespace.as_deref(), q.task.as_deref()), (Some("billing"), Some("invoices")));
     assert_eq!(h.state.queue("plain").unwrap().namespace, None);
     assert_eq!(h.state.queue("two.parts").unwrap().namespace, None);
+}
+
+#[test]
+fn max_size_refuses_new_pushes_but_not_a_resent_step() {
+    let mut h = Harness::new();
+    configure(&mut h, "q", OptionsPatch { max_size: Some(2), ..Default::default() });
+    assert_eq!(h.push("q", "P", "a").status, PushStatus::Queued);
+    assert_eq!(h.push("q", "P", "b").status, PushStatus::Queued);
+    assert_eq!(h.push("q", "P", "c").status, PushStatus::Full);
+    assert_eq!(h.push("q", "P", "a").status, PushStatus::Duplicate, "a duplicate is still answered");
+    let resent = vec![TxnOp::Push(h.item("q", "P", "b"))];
+    assert!(matches!(txn(&mut h, resent), TxnOutcome::Committed(_)), "a step whose push is a duplicate adds nothing");
+    let over = vec![TxnOp::Push(h.item("q", "P", "d"))];
+    let TxnOutcome::Refused { reason, .. } = txn(&mut h, over) else { panic!("an overflowing step must roll back") };
+    assert_eq!(reason, "queue_full");
+}
+
+#[test]
+fn a_conflating_group_gets_only_the_newest_message() {
+    let mut h = Harness::new();
+    for i in 0..4 {
+        h.push("q", "P", &format!("t{i}"));
+    }
+    let mut cmd = PopCmd {
+        target: PopTarget::Queue { queue: "q".into(), partition: None },
+        group: "last".into(),
+        batch: 10,
+        max_partitions: 1,
+        lease_id: "L".into(),
+        lease_ms: None,
+        auto_ack: false,
+        subscription: Subscription::All,
+        conflation: true,
+    };
+    let r = h.pop_cmd(cmd.clone());
+    assert_eq!(offsets(&r), vec![3]);
+    assert_eq!(r.conflation, Some(true));
+    let pid = r.claims[0].partition_id;
+    h.ack("last", vec![ack_item(pid, "t3", AckStatus::Completed, "L")]);
+    h.push("q", "P", "t4");
+    h.push("q", "P", "t5");
+    cmd.lease_id = "L2".into();
+    cmd.conflation = false;
+    assert_eq!(offsets(&h.pop_cmd(cmd)), vec![5], "the stored policy wins over the request");
+    assert_eq!(offsets(&h.pop("q", "plain", 10, Subscription::All)).len(), 6, "other groups see everything");
+}
+
+#[test]
+fn a_window_buffer_holds_a_partition_until_it_is_quiet() {
+    let mut h = Harness::new();
+    configure(&mut h, "q", OptionsPatch { window_buffer: Some(2), ..Default::default() });
+    h.push("q", "P", "a");
+    h.now += 1_500;
+    h.push("q", "P", "b");
+    h.now += 1_500;
+    assert!(offsets(&h.pop("q", QM, 10, Subscription::All)).is_empty(), "the burst is still arriving");
+    h.now += 500;
+    assert_eq!(offsets(&h.pop("q", QM, 10, Subscription::All)), vec![0, 1]);
 }

@@ -84,3 +84,48 @@ pub const LOCK_LIMIT_MAX: u32 = 1_024;
 pub const LOCK_OPS_PER_CALL_MAX: usize = 64;
 /// Most slots one locks call may touch (an acquire counts its limit).
 pub const LOCK_SLOTS_PER_CALL_MAX: usize = 4_096;
+
+// Ephemeral (in-memory) queues: node-local, outside the log, lost on restart.
+
+/// Payload bytes all ephemeral queues of one node may hold together.
+pub const EPHEMERAL_NODE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Payload bytes one ephemeral queue may hold; also the largest `maxBytes`.
+pub const EPHEMERAL_QUEUE_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Messages one ephemeral queue may hold; also the largest `maxLength`.
+pub const EPHEMERAL_QUEUE_MESSAGES_MAX: usize = 10_000;
+/// Ephemeral queues one node may hold at once.
+pub const EPHEMERAL_QUEUES_MAX: usize = 10_000;
+/// Partitions one ephemeral queue may have.
+pub const EPHEMERAL_PARTITIONS_PER_QUEUE_MAX: usize = 1_024;
+/// Consumer groups (the groupless queue mode counts as one) per ephemeral queue.
+pub const EPHEMERAL_GROUPS_PER_QUEUE_MAX: usize = 256;
+/// Lease of an ephemeral delivery when the queue names none, in seconds.
+pub const EPHEMERAL_LEASE_SECONDS_DEFAULT: u64 = 30;
+/// Longest ephemeral lease, in seconds (one day).
+pub const EPHEMERAL_LEASE_SECONDS_MAX: u64 = 86_400;
+/// Deliveries of an ephemeral message to one group before a failure drops it.
+pub const EPHEMERAL_RETRY_LIMIT_DEFAULT: u32 = 5;
+/// Largest ephemeral `retryLimit` accepted.
+pub const EPHEMERAL_RETRY_LIMIT_MAX: u32 = 1_000;
+/// Longest ephemeral `ttlSeconds` accepted (seven days).
+pub const EPHEMERAL_TTL_SECONDS_MAX: u64 = 7 * 86_400;
+/// Idle time after which an empty implicit queue, or a group without leases,
+/// is forgotten, in milliseconds.
+pub const EPHEMERAL_IDLE_MS: u64 = 300_000;
+/// Most messages in one ephemeral push, acks in one ack, and messages in one pop.
+pub const EPHEMERAL_ITEMS_MAX: usize = 10_000;
+/// Messages an ephemeral pop returns when it names no `batch`.
+pub const EPHEMERAL_POP_BATCH_DEFAULT: usize = 1;
+/// Longest an ephemeral long poll may wait, in milliseconds (larger values are clamped).
+pub const EPHEMERAL_POP_WAIT_MS_MAX: u64 = 300_000;
+/// Ephemeral long-poll budget when `wait=true` names no `timeout`, in milliseconds.
+pub const EPHEMERAL_POP_WAIT_MS_DEFAULT: u64 = 30_000;
+/// Longest `windowBuffer.ms`, in milliseconds.
+pub const EPHEMERAL_WINDOW_MS_MAX: u64 = 300_000;
+/// Longest ephemeral queue, partition or group name, in bytes.
+pub const EPHEMERAL_NAME_BYTES_MAX: usize = 512;
+/// `Retry-After` of a full ephemeral queue (429) or node (503), in seconds.
+pub const EPHEMERAL_RETRY_AFTER_SECONDS: u64 = 1;
+/// Least time between two housekeeping passes over every ephemeral queue
+/// (lease lapses, TTL, idle collection), in milliseconds.
+pub const EPHEMERAL_SWEEP_INTERVAL_MS: u64 = 1_000;

@@ -8,12 +8,11 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use regina_state::BodyRecord;
 use regina_types::time::{format_iso, parse_iso};
 
 use super::error::{ApiError, ApiResult};
 use super::input::{query_get, query_pairs, query_u64};
-use super::render::uuid_string;
+use super::render::{read_message, uuid_string};
 use crate::node::Node;
 
 /// Most rows one DLQ read returns.
@@ -50,9 +49,7 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let total = rows.len();
     let mut messages = Vec::new();
     for (queue, e) in rows.into_iter().skip(offset).take(limit) {
-        let bytes =
-            node.shared.read_body(e.pos, e.len).map_err(|err| ApiError::internal(format!("reading a body: {err}")))?;
-        let b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a dead-lettered body is unreadable"))?;
+        let b = read_message(&node, e.pos, e.len)?;
         let data: Value = serde_json::from_slice(&b.payload).unwrap_or(Value::Null);
         messages.push(json!({
             "id": uuid_string(&b.id),

@@ -16,9 +16,9 @@
 //! Each message travels as its own record so it keeps its creation time.
 
 use regina_state::outcome::PopResult;
-use regina_state::BodyRecord;
 
 use super::error::{ApiError, ApiResult};
+use super::render::read_message;
 use crate::node::Node;
 
 pub const MAGIC: &[u8; 4] = b"QPF1";
@@ -50,9 +50,8 @@ pub fn encode(node: &Node, r: &PopResult, group: &str) -> ApiResult<Vec<u8>> {
         out.extend_from_slice(&first.attempt.to_le_bytes());
         out.extend_from_slice(&(c.messages.len() as u32).to_le_bytes());
         for d in &c.messages {
-            let bytes = node.shared.read_body(d.pos, d.len).map_err(|e| ApiError::internal(e.to_string()))?;
-            let b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored body is unreadable"))?;
-            let mut frame = Vec::with_capacity(bytes.len() + 8);
+            let b = read_message(node, d.pos, d.len)?;
+            let mut frame = Vec::with_capacity(b.payload.len() + 64);
             frame.push(if b.trace_id.is_some() { 1 } else { 0 });
             frame.extend_from_slice(&b.id);
             if let Some(t) = &b.trace_id {

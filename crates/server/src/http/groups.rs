@@ -158,6 +158,7 @@ pub async fn retry_dead_letter(
         let (qid, _) = m.state.partition_ids[&partition_id];
         (e, m.state.queues[&qid].name.clone())
     };
+    // The replay keeps the payload as stored (sealed or not).
     let bytes = node.shared.read_body(entry.pos, entry.len).map_err(|e| ApiError::internal(e.to_string()))?;
     let body = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a dead-lettered body is unreadable"))?;
     let item = PushItem {

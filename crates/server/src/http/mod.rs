@@ -4,6 +4,7 @@ mod ack;
 mod admin;
 mod binary;
 mod dlq;
+mod ephemeral;
 mod error;
 mod frames;
 mod groups;
@@ -60,6 +61,14 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/consumer-groups/{group}/subscription", post(groups::set_subscription))
         .route("/api/v1/messages/{partition_id}/{transaction_id}", delete(groups::delete_dead_letter))
         .route("/api/v1/messages/{partition_id}/{transaction_id}/retry", post(groups::retry_dead_letter))
+        .route("/api/v1/ephemeral/configure", post(ephemeral::configure))
+        .route("/api/v1/ephemeral/reset", post(ephemeral::reset))
+        .route("/api/v1/ephemeral/queue/{queue}", delete(ephemeral::delete_queue))
+        .route("/api/v1/ephemeral/push", post(ephemeral::push))
+        .route("/api/v1/ephemeral/pop", get(ephemeral::pop))
+        .route("/api/v1/ephemeral/ack", post(ephemeral::ack))
+        .route("/api/v1/ephemeral/queues", get(ephemeral::queues))
+        .route("/api/v1/ephemeral/queues/{queue}/depth", get(ephemeral::depth))
         .route("/api/v1/traces", post(traces::record))
         .route("/api/v1/traces/names", get(traces::names))
         .route("/api/v1/traces/by-name/{name}", get(traces::by_name))

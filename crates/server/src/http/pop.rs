@@ -89,6 +89,13 @@ fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequ
     let timeout_ms = query_u64(&pairs, "timeout", 0, u64::MAX)?.unwrap_or(POP_WAIT_MS_DEFAULT).min(POP_WAIT_MS_MAX);
     let lease_ms = query_u64(&pairs, "leaseSeconds", 0, LEASE_SECONDS_MAX)?.filter(|s| *s > 0).map(|s| s * 1000);
     let auto_ack = query_bool(&pairs, "autoAck")?.unwrap_or(false);
+    let conflation = query_bool(&pairs, "conflation")?.unwrap_or(false);
+    if conflation && group == QUEUE_MODE_GROUP {
+        return Err(ApiError::bad_request("conflation needs a consumerGroup"));
+    }
+    if conflation && auto_ack {
+        return Err(ApiError::bad_request("conflation cannot be combined with autoAck"));
+    }
     let subscription = subscription(&pairs, group == QUEUE_MODE_GROUP, node.stamp())?;
     let cmd = PopCmd {
         target,
@@ -99,6 +106,7 @@ fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequ
         lease_ms,
         auto_ack,
         subscription,
+        conflation,
     };
     let frames = query_bool(&pairs, "frames")?.unwrap_or(false);
     Ok(PopRequest { cmd, wait, timeout: Duration::from_millis(timeout_ms), frames })
@@ -182,6 +190,23 @@ fn respond(node: &Node, result: &PopResult, req: &PopRequest) -> ApiResult<Respo
         PopTarget::Queue { queue, .. } => queue.as_str(),
         PopTarget::Discovery { .. } => "",
     };
-    let body = pop_json(node, result, &cmd.group, hint)?;
+    let mut body = pop_json(node, result, &cmd.group, hint)?;
+    if cmd.conflation {
+        // The stored policy answers; an empty pop reads it from the state.
+        let conflates = result.conflation.unwrap_or_else(|| stored_conflation(node, cmd));
+        if conflates {
+            body.conflation = Some(true);
+        } else {
+            body.conflation_conflict = Some(true);
+        }
+    }
     Ok(axum::Json(body).into_response())
+}
+
+/// Whether the group of a pop is stored as conflating on its queue.
+fn stored_conflation(node: &Node, cmd: &PopCmd) -> bool {
+    let PopTarget::Queue { queue, .. } = &cmd.target else { return true };
+    let m = node.shared.machine.read();
+    let Some(q) = m.state.queue(queue) else { return true };
+    q.group_index.get(&cmd.group).is_none_or(|g| q.groups[*g as usize].conflate)
 }

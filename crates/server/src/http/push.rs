@@ -86,10 +86,26 @@ fn check_count(n: usize) -> ApiResult<()> {
     Ok(())
 }
 
-async fn store(node: &Node, items: Vec<PushItem>) -> ApiResult<Vec<regina_state::outcome::PushResult>> {
+async fn store(node: &Node, mut items: Vec<PushItem>) -> ApiResult<Vec<regina_state::outcome::PushResult>> {
+    seal_items(node, items.iter_mut());
     match node.propose(Command::Push(PushCmd { items })).await? {
         Outcome::Push(results) => Ok(results),
         other => Err(ApiError::internal(format!("push answered {other:?}"))),
+    }
+}
+
+/// Seals the payloads of items bound for queues with `encryptionEnabled`,
+/// so neither the log nor the body files hold their plaintext.
+pub(super) fn seal_items<'a>(node: &Node, items: impl Iterator<Item = &'a mut PushItem>) {
+    let items: Vec<&mut PushItem> = items.collect();
+    let seal: Vec<bool> = {
+        let m = node.shared.machine.read();
+        items.iter().map(|i| m.state.queue(&i.queue).is_some_and(|q| q.options.encryption_enabled)).collect()
+    };
+    for (item, seal) in items.into_iter().zip(seal) {
+        if seal {
+            item.payload = node.sealer.seal(&item.payload);
+        }
     }
 }
 
@@ -97,6 +113,19 @@ async fn store(node: &Node, items: Vec<PushItem>) -> ApiResult<Vec<regina_state:
 fn render(node: &Node, items: &[PushItem], results: &[regina_state::outcome::PushResult]) -> ApiResult<Vec<Value>> {
     let mut out = Vec::with_capacity(results.len());
     for (i, (r, item)) in results.iter().zip(items).enumerate() {
+        if r.status == PushStatus::Full {
+            // The clients surface a per-item failure only as `failed`.
+            out.push(json!({
+                "index": i,
+                "message_id": null,
+                "transaction_id": item.transaction_id,
+                "transactionId": item.transaction_id,
+                "queueName": item.queue,
+                "status": "failed",
+                "error": "queue is full: it holds maxSize messages",
+            }));
+            continue;
+        }
         let id = match r.message_id {
             Some(id) => id,
             None => original_id(node, r.pos, r.len)?,
@@ -109,7 +138,7 @@ fn render(node: &Node, items: &[PushItem], results: &[regina_state::outcome::Pus
             "queueName": item.queue,
             "partitionId": r.partition_id.to_string(),
             "offset": r.offset,
-            "status": match r.status { PushStatus::Queued => "queued", PushStatus::Duplicate => "duplicate" },
+            "status": if r.status == PushStatus::Queued { "queued" } else { "duplicate" },
         }));
     }
     Ok(out)

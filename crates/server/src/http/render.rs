@@ -10,6 +10,15 @@ use regina_types::time::format_iso;
 use super::error::{ApiError, ApiResult};
 use crate::node::Node;
 
+/// Reads one stored message: its body, decoded, with a sealed payload opened.
+pub fn read_message(node: &Node, pos: u64, len: u32) -> ApiResult<BodyRecord> {
+    let bytes =
+        node.shared.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
+    let mut b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
+    b.payload = node.sealer.open(std::mem::take(&mut b.payload)).map_err(ApiError::internal)?;
+    Ok(b)
+}
+
 pub fn uuid_string(b: &[u8; 16]) -> String {
     uuid::Uuid::from_bytes(*b).to_string()
 }
@@ -44,6 +53,12 @@ pub struct PopJson {
     pub consumer_group: String,
     pub messages: Vec<MessageJson>,
     pub partitions_claimed: usize,
+    /// Echo for a pop that asked for conflation: the group conflates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflation: Option<bool>,
+    /// Echo for a pop that asked for conflation of a group stored without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflation_conflict: Option<bool>,
 }
 
 /// Reads the bodies of a pop's messages and builds the answer.
@@ -51,12 +66,7 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
     let mut messages = Vec::with_capacity(r.message_count());
     for c in &r.claims {
         for d in &c.messages {
-            let bytes = node
-                .shared
-                .read_body(d.pos, d.len)
-                .map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
-            let b =
-                BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
+            let b = read_message(node, d.pos, d.len)?;
             messages.push(MessageJson {
                 id: uuid_string(&b.id),
                 transaction_id: b.transaction_id,
@@ -85,6 +95,8 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
         consumer_group: group.to_string(),
         messages,
         partitions_claimed: r.claims.len(),
+        conflation: None,
+        conflation_conflict: None,
     })
 }
 

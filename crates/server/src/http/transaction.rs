@@ -21,11 +21,11 @@ use regina_types::limits::PUSH_ITEMS_MAX;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 
 use super::ack::{judge, AckBody, Judged};
+use super::binary;
 use super::error::{ApiError, ApiResult};
 use super::input::{body_bytes, json_body};
 use super::kv::{result_json, value_of};
 use super::kv_input::{parse_ops, Scope};
-use super::binary;
 use super::push::{from_binary, to_item, ItemBody};
 use super::render::uuid_string;
 use crate::node::Node;
@@ -141,6 +141,13 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
     if ops.len() > PUSH_ITEMS_MAX {
         return Err(ApiError::too_large(format!("{} operations; the limit is {PUSH_ITEMS_MAX}", ops.len())));
     }
+    super::push::seal_items(
+        &node,
+        ops.iter_mut().filter_map(|op| match op {
+            TxnOp::Push(item) => Some(item),
+            TxnOp::Ack { .. } => None,
+        }),
+    );
     let txn_id = uuid::Uuid::now_v7().to_string();
     let outcome = node
         .propose(Command::Transaction(TxnCmd { ops: ops.clone(), kv: kv.clone(), timers: timer_ops.clone() }))

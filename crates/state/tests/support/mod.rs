@@ -61,6 +61,7 @@ impl Harness {
             lease_ms: None,
             auto_ack: false,
             subscription: sub,
+            conflation: false,
         };
         self.pop_cmd(cmd)
     }

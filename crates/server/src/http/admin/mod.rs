@@ -163,9 +163,7 @@ impl Window {
 
 /// Reads and decodes one stored body.
 fn read_record(node: &Node, pos: u64, len: u32) -> ApiResult<BodyRecord> {
-    let bytes =
-        node.shared.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
-    BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))
+    super::render::read_message(node, pos, len)
 }
 
 /// A stored payload as JSON; it was validated JSON when pushed, and an
