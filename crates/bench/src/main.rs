@@ -7,6 +7,8 @@
 //!   to prepare a restart measurement).
 //! - `wait-ready`: polls until the broker answers a pop, and prints how long
 //!   that took (time to serve again after a restart).
+//! - `txn`: steps of one ack + one push + one KV put; steps per second.
+//! - `timers`: lateness of fired timers.
 //!
 //! usage: regina-bench <scenario> [--url U] [--seconds S] [--producers P]
 //!        [--batch B] [--payload BYTES] [--partitions N] [--messages N]
@@ -14,6 +16,8 @@
 mod args;
 mod scenarios;
 mod stats;
+mod timers;
+mod txn;
 
 #[tokio::main]
 async fn main() {
@@ -28,6 +32,8 @@ async fn main() {
         "push" => scenarios::push(&parsed).await,
         "fill" => scenarios::fill(&parsed).await,
         "wait-ready" => scenarios::wait_ready(&parsed).await,
+        "txn" => txn::run(&parsed).await,
+        "timers" => timers::run(&parsed).await,
         other => Err(format!("unknown scenario {other:?}")),
     };
     match report {

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::args::Args;
 use crate::stats::Samples;
 
-fn client() -> reqwest::Client {
+pub fn client() -> reqwest::Client {
     reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("an HTTP client")
 }
 
