@@ -185,8 +185,29 @@ async def main(url):
     await ec.close()
 
 
+async def several_urls(url):
+    """A client given several URLs (one of them dead) still pushes and pops:
+    every node answers every route and the client fails over on its own."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    client = Queen([dead, url, url + "/"], retry_delay_millis=50)
+    q = f"py-multi-{uuid.uuid4().hex[:8]}"
+    for n in range(6):
+        res = await client.queue(q).push([{"data": {"n": n}, "transactionId": f"multi-{n}"}])
+        check(f"several URLs: push {n} queued", res and res[0].get("status") == "queued", res)
+    got = await pop_until(client, q, 6)
+    check("several URLs: every message consumed once", sorted(m["data"]["n"] for m in got) == list(range(6)), got)
+    await client.queue(q).delete()
+    await client.close()
+
+
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1]))
+    asyncio.run(several_urls(sys.argv[1]))
     failed = [n for n, ok in CHECKS if not ok]
     print(f"{len(CHECKS) - len(failed)} passed, {len(failed)} failed")
     sys.exit(1 if failed else 0)
