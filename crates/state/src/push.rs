@@ -63,14 +63,14 @@ impl State {
         results
     }
 
-    /// Whether a push would be answered `duplicate` by a message already
-    /// stored (inside its queue's dedup window).
-    pub(crate) fn is_stored_duplicate(&self, item: &PushItem) -> bool {
-        let Some(q) = self.queue(&item.queue) else { return false };
-        let Some(pidx) = q.partition_by_name(&item.partition) else { return false };
+    /// The offset of a stored message whose transaction id makes this push a
+    /// duplicate (inside its queue's dedup window).
+    pub(crate) fn stored_duplicate_offset(&self, item: &PushItem) -> Option<u64> {
+        let q = self.queue(&item.queue)?;
+        let pidx = q.partition_by_name(&item.partition)?;
         let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
         let p = &q.partitions[pidx as usize];
-        duplicate_of(p, txn_hash(&item.transaction_id), self.now_ms, window_ms, false).is_some()
+        duplicate_of(p, txn_hash(&item.transaction_id), self.now_ms, window_ms, false).map(|d| d.offset)
     }
 
     /// Stores one message at the end of its partition, without a dedup

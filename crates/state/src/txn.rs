@@ -11,15 +11,21 @@ use crate::outcome::{TxnOutcome, TxnResult};
 use crate::state::State;
 
 impl State {
+    /// The index (and original offset) of the first push whose transaction
+    /// id is already stored in its partition's dedup window. Repeats inside
+    /// the step itself are not refusals: they collapse onto the first.
+    fn first_stored_duplicate(&self, cmd: &TxnCmd) -> Option<(usize, u64)> {
+        cmd.ops.iter().enumerate().find_map(|(i, op)| match op {
+            TxnOp::Push(p) => self.stored_duplicate_offset(p).map(|off| (i, off)),
+            TxnOp::Ack { .. } => None,
+        })
+    }
+
     /// The index of the first push that would find its queue full.
     fn overflowing_push(&self, cmd: &TxnCmd) -> Option<usize> {
         let mut added: std::collections::BTreeMap<&str, u64> = Default::default();
         for (i, op) in cmd.ops.iter().enumerate() {
             let TxnOp::Push(p) = op else { continue };
-            if self.is_stored_duplicate(p) {
-                // A retried step's pushes add nothing; they cannot overflow.
-                continue;
-            }
             let n = added.entry(p.queue.as_str()).or_insert(0);
             *n += 1;
             let Some(q) = self.queue(&p.queue) else { continue };
@@ -43,9 +49,14 @@ impl State {
         let items: Vec<(&str, &AckItem)> = acks.iter().map(|(_, a)| *a).collect();
         let plan = self.plan_acks(&items);
         for ((op_index, (_, item)), r) in acks.iter().zip(&plan.results) {
-            if !r.success || r.noop {
-                let why = if r.noop {
-                    format!("ack of {} is already committed", item.transaction_id)
+            // A fenced ack needs its lease still held (live leases are exactly
+            // the ones in the table: lapsed ones were released when this
+            // entry began). Under a held lease, or unfenced, re-acking a
+            // committed message is a no-op and the rest of the step commits.
+            let lease_gone = item.lease_id.as_ref().is_some_and(|l| !self.leases.contains_key(l));
+            if !r.success || lease_gone {
+                let why = if lease_gone {
+                    format!("ack of {}: its lease is no longer held", item.transaction_id)
                 } else {
                     format!("ack of {} refused: {}", item.transaction_id, r.error.as_deref().unwrap_or("refused"))
                 };
@@ -56,6 +67,18 @@ impl State {
                     kv: None,
                 };
             }
+        }
+        if let Some((i, offset)) = self.first_stored_duplicate(cmd) {
+            let TxnOp::Push(p) = &cmd.ops[i] else { unreachable!("duplicates are pushes") };
+            return TxnOutcome::Refused {
+                reason: "duplicate".into(),
+                failed_index: i,
+                error: format!(
+                    "QDUP a pushed message to {}/{} is a duplicate (original offset {offset}); the transaction rolled back",
+                    p.queue, p.partition
+                ),
+                kv: None,
+            };
         }
         let kv_plan = match self.kv.plan(&cmd.kv, self.now_ms) {
             Ok(plan) => plan,

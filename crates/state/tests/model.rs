@@ -437,11 +437,22 @@ impl Model {
     }
 
     /// Acks first (every ack these runs send names nothing, so it refuses
-    /// the step), then the KV riders, and only then any write.
+    /// the step), then stored duplicate pushes, then the KV riders, and only
+    /// then any write.
     #[allow(clippy::type_complexity)]
     fn transaction(&mut self, t: &TxnCmd) -> Result<Vec<TxnItem>, (&'static str, usize, Option<KvRefusal>)> {
         if let Some(i) = t.ops.iter().position(|op| matches!(op, TxnOp::Ack { .. })) {
             return Err(("rejected_ack", i, None));
+        }
+        // Then pushes: one whose id is already stored refuses the step;
+        // a repeat inside the step itself collapses onto its first.
+        if let Some(i) = t.ops.iter().position(|op| match op {
+            TxnOp::Push(p) => self.queues.get(&p.queue).is_some_and(|parts| {
+                parts.iter().any(|part| part.name == p.partition && part.msgs.iter().any(|m| m.txn == p.transaction_id))
+            }),
+            TxnOp::Ack { .. } => false,
+        }) {
+            return Err(("duplicate", i, None));
         }
         let (kv_results, copy) = match self.kv_plan(&t.kv) {
             Ok(plan) => plan,

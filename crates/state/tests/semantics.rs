@@ -411,7 +411,7 @@ fn a_dotted_queue_name_declares_its_namespace_and_task() {
 }
 
 #[test]
-fn max_size_refuses_new_pushes_but_not_a_resent_step() {
+fn max_size_refuses_new_pushes_and_an_overflowing_step() {
     let mut h = Harness::new();
     configure(&mut h, "q", OptionsPatch { max_size: Some(2), ..Default::default() });
     assert_eq!(h.push("q", "P", "a").status, PushStatus::Queued);
@@ -419,7 +419,8 @@ fn max_size_refuses_new_pushes_but_not_a_resent_step() {
     assert_eq!(h.push("q", "P", "c").status, PushStatus::Full);
     assert_eq!(h.push("q", "P", "a").status, PushStatus::Duplicate, "a duplicate is still answered");
     let resent = vec![TxnOp::Push(h.item("q", "P", "b"))];
-    assert!(matches!(txn(&mut h, resent), TxnOutcome::Committed(_)), "a step whose push is a duplicate adds nothing");
+    let TxnOutcome::Refused { reason, .. } = txn(&mut h, resent) else { panic!("a resent push must roll back") };
+    assert_eq!(reason, "duplicate", "a stored duplicate is named before the size check");
     let over = vec![TxnOp::Push(h.item("q", "P", "d"))];
     let TxnOutcome::Refused { reason, .. } = txn(&mut h, over) else { panic!("an overflowing step must roll back") };
     assert_eq!(reason, "queue_full");
@@ -466,4 +467,39 @@ fn a_window_buffer_holds_a_partition_until_it_is_quiet() {
     assert!(offsets(&h.pop("q", QM, 10, Subscription::All)).is_empty(), "the burst is still arriving");
     h.now += 500;
     assert_eq!(offsets(&h.pop("q", QM, 10, Subscription::All)), vec![0, 1]);
+}
+
+#[test]
+fn a_step_rolls_back_on_a_stored_duplicate_but_not_on_a_repeat_inside_it() {
+    let mut h = Harness::new();
+    h.push("out", "P", "receipt-1");
+    let ops = vec![TxnOp::Push(h.item("out", "Q", "fresh")), TxnOp::Push(h.item("out", "P", "receipt-1"))];
+    let TxnOutcome::Refused { reason, failed_index, error, .. } = txn(&mut h, ops) else {
+        panic!("a stored duplicate must roll the step back")
+    };
+    assert_eq!((reason.as_str(), failed_index), ("duplicate", 1));
+    assert!(error.contains("rolled back") && error.contains("offset 0"), "{error}");
+    assert!(h.state.queue("out").unwrap().partition_by_name("Q").is_none(), "the first push was written");
+    let ops = vec![TxnOp::Push(h.item("out", "Q", "x")), TxnOp::Push(h.item("out", "Q", "x"))];
+    let TxnOutcome::Committed(r) = txn(&mut h, ops) else {
+        panic!("a repeat inside one step collapses, it does not refuse")
+    };
+    assert!(matches!(&r[1], TxnResult::Push(p) if p.status == PushStatus::Duplicate));
+}
+
+#[test]
+fn re_acking_under_a_held_lease_is_a_no_op_and_the_step_commits() {
+    let mut h = Harness::new();
+    h.push("in", "P", "a");
+    h.push("in", "P", "b");
+    let r = h.pop("in", QM, 2, Subscription::All);
+    let pid = r.claims[0].partition_id;
+    let first = vec![TxnOp::Ack { group: QM.into(), item: ack_item(pid, "a", AckStatus::Completed, &r.lease_id) }];
+    assert!(matches!(txn(&mut h, first.clone()), TxnOutcome::Committed(_)));
+    // The lease still holds "b", so the retry of the first step commits.
+    assert!(matches!(txn(&mut h, first.clone()), TxnOutcome::Committed(_)), "a retry under a held lease is a no-op");
+    let last = vec![TxnOp::Ack { group: QM.into(), item: ack_item(pid, "b", AckStatus::Completed, &r.lease_id) }];
+    assert!(matches!(txn(&mut h, last), TxnOutcome::Committed(_)));
+    let TxnOutcome::Refused { reason, .. } = txn(&mut h, first) else { panic!("the settled lease fences the retry") };
+    assert_eq!(reason, "rejected_ack");
 }
