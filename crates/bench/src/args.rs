@@ -1,6 +1,7 @@
 //! Command-line settings of a run.
 
-pub const USAGE: &str = "usage: regina-bench <push|fill|wait-ready|txn|timers> [--url U] [--seconds S] [--producers P] \
+pub const USAGE: &str =
+    "usage: regina-bench <push|fill|wait-ready|txn|timers> [--url U] [--seconds S] [--producers P] \
 [--batch B] [--payload BYTES] [--partitions N] [--messages N] [--queue NAME]";
 
 #[derive(Debug, Clone)]

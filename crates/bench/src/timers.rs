@@ -69,9 +69,11 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     let mut deliver = Samples::default();
     let mut early = 0u64;
     let deadline = Instant::now() + Duration::from_millis(SPREAD_MS) + Duration::from_secs_f64(a.seconds);
-    let pop_url = format!("{}/api/v1/pop/queue/{queue}?batch=1000&partitions=64&wait=true&timeout=1000&autoAck=true", a.url);
+    let pop_url =
+        format!("{}/api/v1/pop/queue/{queue}?batch=1000&partitions=64&wait=true&timeout=1000&autoAck=true", a.url);
     while promised.len() > fire.len() && Instant::now() < deadline {
-        let r: Value = http.get(&pop_url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
+        let r: Value =
+            http.get(&pop_url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
         let got = now_ms();
         for m in r["messages"].as_array().cloned().unwrap_or_default() {
             let Some(at) = m["transactionId"].as_str().and_then(|t| promised.get(t)) else { continue };

@@ -67,7 +67,8 @@ async fn worker(
     let pop_url = format!("{}/api/v1/pop/queue/{input}/partition/w{w}?batch=50&wait=false", a.url);
     let txn_url = format!("{}/api/v1/transaction", a.url);
     while Instant::now() < deadline {
-        let popped: Value = http.get(&pop_url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
+        let popped: Value =
+            http.get(&pop_url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
         let msgs = popped["messages"].as_array().cloned().unwrap_or_default();
         if msgs.is_empty() {
             break;
@@ -86,7 +87,15 @@ async fn worker(
                 "kv": [{"op": "put", "ns": "bench", "key": format!("w{w}/{}", m["offset"]), "value": m["data"], "ttlSeconds": 3600}],
             });
             let t = Instant::now();
-            let r: Value = http.post(&txn_url).json(&step).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
+            let r: Value = http
+                .post(&txn_url)
+                .json(&step)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .json()
+                .await
+                .map_err(|e| e.to_string())?;
             if r["success"] != Value::Bool(true) {
                 return Err(format!("a step was refused: {r}"));
             }

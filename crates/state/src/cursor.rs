@@ -43,6 +43,15 @@ impl Cursor {
         self.lease.as_ref().filter(|l| l.is_live(now_ms))
     }
 
+    /// Puts the cursor at `next` with no lease and no failures counted: an
+    /// operator's seek or re-subscription, the one move that may go back.
+    pub fn reset_to(&mut self, next: u64) {
+        self.next = next;
+        self.lease = None;
+        self.fail_offset = u64::MAX;
+        self.failures = 0;
+    }
+
     /// Moves the committed position forward, never back.
     pub fn commit_to(&mut self, next: u64) {
         if next > self.next {

@@ -62,11 +62,7 @@ impl State {
                 SeekTarget::Time(ms) => p.first_at_or_after(ms),
             };
             let to = to.max(p.base);
-            let c = p.ensure_cursor(gid, to);
-            c.next = to;
-            c.lease = None;
-            c.fail_offset = u64::MAX;
-            c.failures = 0;
+            p.ensure_cursor(gid, to).reset_to(to);
             changed += 1;
         }
         changed
@@ -82,10 +78,7 @@ impl State {
             for p in &mut q.partitions {
                 let to = p.first_at_or_after(from_ms).max(p.base);
                 if let Some(Some(c)) = p.cursors.get_mut(gid as usize) {
-                    c.next = to;
-                    c.lease = None;
-                    c.fail_offset = u64::MAX;
-                    c.failures = 0;
+                    c.reset_to(to);
                     changed += 1;
                 }
             }

@@ -138,8 +138,9 @@ pub async fn detail(
 /// settle per partition, leased ones included. Without `group` each
 /// partition counts for its slowest group (every kept message while no
 /// group has registered); with `group`, for that group (a name that never
-/// registered owes every kept message). Regina does not conflate, so the
-/// effective figures equal the plain ones.
+/// registered owes every kept message). The effective figures are reported
+/// equal to the plain ones: they do not discount what a conflating group
+/// would skip.
 pub async fn depth(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
