@@ -1,8 +1,8 @@
 //! Command-line settings of a run.
 
-pub const USAGE: &str =
-    "usage: regina-bench <push|fill|wait-ready|txn|timers> [--url U] [--seconds S] [--producers P] \
-[--batch B] [--payload BYTES] [--partitions N] [--messages N] [--queue NAME]";
+pub const USAGE: &str = "usage: regina-bench <push|consume|e2e|kv|partitions|fill|wait-ready|txn|timers> [--url U] \
+[--seconds S] [--producers P] [--consumers C] [--groups G] [--batch B] [--payload BYTES] \
+[--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P]";
 
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -15,6 +15,18 @@ pub struct Args {
     pub partitions: usize,
     pub messages: u64,
     pub queue: String,
+    /// Consumers per consumer group (`consume`, `e2e`).
+    pub consumers: usize,
+    /// Independent consumer groups that each read everything.
+    pub groups: usize,
+    /// Offered load of the open-loop `e2e` producers, messages per second.
+    pub rate: f64,
+    /// Fraction of `kv` operations that are reads.
+    pub ratio: f64,
+    /// Size of the `kv` key space.
+    pub keys: usize,
+    /// Broker process whose resident memory `partitions` reports.
+    pub pid: Option<u32>,
 }
 
 impl Args {
@@ -29,6 +41,12 @@ impl Args {
             partitions: 1000,
             messages: 1_000_000,
             queue: "bench".into(),
+            consumers: 4,
+            groups: 1,
+            rate: 1000.0,
+            ratio: 0.8,
+            keys: 1000,
+            pid: None,
         };
         let mut it = args.into_iter();
         a.scenario = it.next().ok_or("a scenario is required")?;
@@ -44,6 +62,12 @@ impl Args {
                 "--partitions" => a.partitions = num(&v)?.max(1.0) as usize,
                 "--messages" => a.messages = num(&v)? as u64,
                 "--queue" => a.queue = v,
+                "--consumers" => a.consumers = num(&v)?.max(1.0) as usize,
+                "--groups" => a.groups = num(&v)?.max(1.0) as usize,
+                "--rate" => a.rate = num(&v)?.max(1.0),
+                "--ratio" => a.ratio = num(&v)?.clamp(0.0, 1.0),
+                "--keys" => a.keys = num(&v)?.max(1.0) as usize,
+                "--pid" => a.pid = Some(v.parse().map_err(|_| format!("--pid: {v:?} is not a process id"))?),
                 other => return Err(format!("unknown flag {other}")),
             }
         }

@@ -3,6 +3,13 @@
 //!
 //! - `push`: closed-loop producers pushing batches to many partitions;
 //!   prints messages per second and request latency percentiles.
+//! - `consume`: preloads messages, then consumer groups pop and ack them;
+//!   messages per second, pop/ack latency, and a loss/duplicate/order check.
+//! - `e2e`: open-loop producers at `--rate` with long-polling consumers;
+//!   latency from the intended send time to consumption, plus the same check.
+//! - `kv`: a get/put mix (`--ratio` reads) with `expect` and `incr`.
+//! - `partitions`: creates N partitions with one message each; creation rate
+//!   and, with `--pid`, broker resident memory per partition.
 //! - `fill`: pushes N messages across M partitions as fast as it can (used
 //!   to prepare a restart measurement).
 //! - `wait-ready`: polls until the broker answers a pop, and prints how long
@@ -10,14 +17,12 @@
 //! - `txn`: steps of one ack + one push + one KV put; steps per second.
 //! - `timers`: lateness of fired timers.
 //!
-//! usage: regina-bench <scenario> [--url U] [--seconds S] [--producers P]
-//!        [--batch B] [--payload BYTES] [--partitions N] [--messages N]
+//! Progress goes to stderr once a second; the JSON report to stdout. A
+//! failed delivery check exits 1 after printing the report.
+//!
+//! usage: see `args::USAGE`.
 
-mod args;
-mod scenarios;
-mod stats;
-mod timers;
-mod txn;
+use regina_bench::{args, run};
 
 #[tokio::main]
 async fn main() {
@@ -28,14 +33,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let report = match parsed.scenario.as_str() {
-        "push" => scenarios::push(&parsed).await,
-        "fill" => scenarios::fill(&parsed).await,
-        "wait-ready" => scenarios::wait_ready(&parsed).await,
-        "txn" => txn::run(&parsed).await,
-        "timers" => timers::run(&parsed).await,
-        other => Err(format!("unknown scenario {other:?}")),
-    };
+    let report = run(&parsed).await;
     match report {
         Ok(json) => println!("{}", serde_json::to_string_pretty(&json).expect("reports encode")),
         Err(e) => {

@@ -10,7 +10,12 @@ use crate::args::Args;
 use crate::stats::Samples;
 
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("an HTTP client")
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        // Long polls last at most a few seconds; a minute means the broker is stuck.
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("an HTTP client")
 }
 
 fn batch_body(a: &Args, producer: usize, seq: &mut u64, payload: &str) -> String {
@@ -74,7 +79,7 @@ pub async fn push(a: &Args) -> Result<Value, String> {
         "messages": msgs,
         "messagesPerSecond": msgs as f64 / secs,
         "requests": all.len(),
-        "latencyMs": {"p50": all.quantile_ms(0.5), "p99": all.quantile_ms(0.99), "p999": all.quantile_ms(0.999)},
+        "latencyMs": all.report(),
     }))
 }
 

@@ -51,7 +51,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
         "seconds": secs,
         "steps": steps,
         "stepsPerSecond": steps as f64 / secs,
-        "latencyMs": {"p50": all.quantile_ms(0.5), "p99": all.quantile_ms(0.99), "p999": all.quantile_ms(0.999)},
+        "latencyMs": all.report(),
     }))
 }
 

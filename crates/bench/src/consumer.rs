@@ -1,0 +1,234 @@
+//! The consuming side shared by `consume` and `e2e`: workers of one group
+//! pop with a long poll, record every message before acking it, then ack
+//! the batch. What they record feeds the delivery checks.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::check::Record;
+use crate::progress::Progress;
+use crate::stats::Samples;
+
+/// Leases long enough that a healthy short run never sees one expire, so a
+/// duplicate can be blamed on the broker.
+pub const LEASE_SECONDS: u64 = 120;
+/// Upper bound of one long poll; also how quickly workers notice the end.
+const POLL_MS: u64 = 1000;
+/// Partitions one wildcard pop may claim, so many small partitions still
+/// fill a batch.
+const POP_PARTITIONS: usize = 16;
+/// Once the target is known, a group that receives nothing for this long
+/// stops waiting: the rest is judged lost rather than waited on until the
+/// deadline. Long enough to ride out a broker pause.
+const IDLE_MICROS: u64 = 5_000_000;
+
+pub fn now_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// State shared by every worker of every group.
+pub struct Shared {
+    pub records: Mutex<Vec<Record>>,
+    /// Messages received per group, duplicates included.
+    pub received: Vec<AtomicU64>,
+    /// When each group last received anything (unix micros).
+    pub last_progress: Vec<AtomicU64>,
+    /// How many messages each group is to read; `u64::MAX` while producers
+    /// are still writing.
+    pub target: AtomicU64,
+    pub redelivery_seen: AtomicBool,
+    pub ack_refused: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(groups: usize, target: u64) -> Arc<Shared> {
+        Arc::new(Shared {
+            records: Mutex::new(Vec::new()),
+            received: (0..groups).map(|_| AtomicU64::new(0)).collect(),
+            last_progress: (0..groups).map(|_| AtomicU64::new(now_micros())).collect(),
+            target: AtomicU64::new(target),
+            redelivery_seen: AtomicBool::new(false),
+            ack_refused: AtomicU64::new(0),
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct WorkerStats {
+    pub pop: Samples,
+    pub ack: Samples,
+    /// Consume time minus the send time the producer stamped into `t`.
+    pub end_to_end: Samples,
+}
+
+impl WorkerStats {
+    pub fn merge(&mut self, o: WorkerStats) {
+        self.pop.merge(o.pop);
+        self.ack.merge(o.ack);
+        self.end_to_end.merge(o.end_to_end);
+    }
+}
+
+pub struct Worker {
+    pub url: String,
+    pub queue: String,
+    /// `None` = queue mode.
+    pub group: Option<String>,
+    pub group_index: usize,
+    pub batch: usize,
+    pub deadline: Instant,
+}
+
+impl Worker {
+    fn pop_url(&self, wait: bool) -> String {
+        let left = self.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let mut u = format!(
+            "{}/api/v1/pop/queue/{}?batch={}&wait={wait}&timeout={}&partitions={POP_PARTITIONS}&leaseSeconds={LEASE_SECONDS}",
+            self.url,
+            self.queue,
+            self.batch,
+            left.clamp(1, POLL_MS)
+        );
+        if let Some(g) = &self.group {
+            u.push_str(&format!("&consumerGroup={g}&subscriptionMode=all"));
+        }
+        u
+    }
+
+    fn stalled(&self, shared: &Shared) -> bool {
+        let target_known = shared.target.load(Ordering::Relaxed) != u64::MAX;
+        let last = shared.last_progress[self.group_index].load(Ordering::Relaxed);
+        target_known && now_micros().saturating_sub(last) > IDLE_MICROS
+    }
+
+    /// Pops and acks until the group has its target and the queue answers
+    /// empty, or the deadline passes.
+    pub async fn run(
+        self,
+        http: reqwest::Client,
+        shared: Arc<Shared>,
+        progress: Progress,
+    ) -> Result<WorkerStats, String> {
+        let mut st = WorkerStats::default();
+        let ack_url = format!("{}/api/v1/ack/batch", self.url);
+        let received = &shared.received[self.group_index];
+        while Instant::now() < self.deadline {
+            let done = received.load(Ordering::Relaxed) >= shared.target.load(Ordering::Relaxed);
+            let t = Instant::now();
+            let r = http.get(self.pop_url(!done)).send().await.map_err(|e| format!("pop failed: {e}"))?;
+            let status = r.status();
+            let body = r.bytes().await.map_err(|e| format!("pop body: {e}"))?;
+            st.pop.record(t.elapsed().as_micros() as u64);
+            if status.as_u16() == 204 {
+                if done || self.stalled(&shared) {
+                    break;
+                }
+                continue;
+            }
+            if !status.is_success() {
+                return Err(format!("pop answered {status}: {}", String::from_utf8_lossy(&body)));
+            }
+            let v: Value = serde_json::from_slice(&body).map_err(|e| format!("pop answer is not JSON: {e}"))?;
+            let msgs: Vec<&Value> =
+                v["messages"].as_array().map(|m| m.iter().filter(|x| !x.is_null()).collect()).unwrap_or_default();
+            if msgs.is_empty() {
+                if done || self.stalled(&shared) {
+                    break;
+                }
+                continue;
+            }
+            let now = now_micros();
+            let mut recs = Vec::with_capacity(msgs.len());
+            let mut acks = Vec::with_capacity(msgs.len());
+            for m in &msgs {
+                if let Some(sent) = m["data"]["t"].as_u64() {
+                    st.end_to_end.record(now.saturating_sub(sent));
+                }
+                recs.push(Record {
+                    group: self.group_index,
+                    partition: m["partition"].as_str().unwrap_or("").to_string(),
+                    offset: m["offset"].as_i64().unwrap_or(-1),
+                    txn: m["transactionId"].as_str().unwrap_or("").to_string(),
+                    seq: m["data"]["s"].as_u64(),
+                    attempt: m["deliveryAttempt"].as_u64().unwrap_or(1),
+                });
+                let mut ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "status": "completed"});
+                if let Some(l) = m["leaseId"].as_str().filter(|l| !l.is_empty()) {
+                    ack["leaseId"] = json!(l);
+                }
+                acks.push(ack);
+            }
+            // Recorded before the ack: the partition's next lease (maybe in
+            // another worker) can only start after the ack commits, so the
+            // shared log keeps each partition's delivery order.
+            shared.records.lock().expect("records lock").extend(recs);
+            received.fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            shared.last_progress[self.group_index].store(now, Ordering::Relaxed);
+            progress.add(0, msgs.len() as u64);
+            let t = Instant::now();
+            let body = json!({"acknowledgments": acks, "consumerGroup": self.group});
+            let r = http.post(&ack_url).json(&body).send().await.map_err(|e| format!("ack failed: {e}"))?;
+            if !r.status().is_success() {
+                return Err(format!("ack answered {}", r.status()));
+            }
+            let answer: Value = r.json().await.map_err(|e| format!("ack answer is not JSON: {e}"))?;
+            st.ack.record(t.elapsed().as_micros() as u64);
+            let refused = answer.as_array().map_or(0, |a| a.iter().filter(|x| x["success"] == json!(false)).count());
+            if refused > 0 {
+                // A refused ack (usually an expired lease) means the broker
+                // will legitimately deliver those messages again.
+                shared.ack_refused.fetch_add(refused as u64, Ordering::Relaxed);
+                shared.redelivery_seen.store(true, Ordering::Relaxed);
+            }
+        }
+        Ok(st)
+    }
+}
+
+/// Starts `per_group` workers for each of `groups` groups. With one group
+/// the queue is read in queue mode, the common case.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_groups(
+    http: &reqwest::Client,
+    url: &str,
+    queue: &str,
+    groups: usize,
+    per_group: usize,
+    batch: usize,
+    deadline: Instant,
+    shared: &Arc<Shared>,
+    progress: &Progress,
+) -> Vec<tokio::task::JoinHandle<Result<WorkerStats, String>>> {
+    let mut tasks = Vec::new();
+    for g in 0..groups {
+        for _ in 0..per_group {
+            let w = Worker {
+                url: url.to_string(),
+                queue: queue.to_string(),
+                group: (groups > 1).then(|| format!("g{g}")),
+                group_index: g,
+                batch,
+                deadline,
+            };
+            tasks.push(tokio::spawn(w.run(http.clone(), shared.clone(), progress.clone())));
+        }
+    }
+    tasks
+}
+
+pub async fn join(tasks: Vec<tokio::task::JoinHandle<Result<WorkerStats, String>>>) -> Result<WorkerStats, String> {
+    let mut all = WorkerStats::default();
+    for t in tasks {
+        all.merge(t.await.map_err(|e| e.to_string())??);
+    }
+    Ok(all)
+}
+
+/// A fresh queue name per run so leftovers of earlier runs never count as
+/// unexpected deliveries.
+pub fn run_queue(base: &str, scenario: &str) -> String {
+    format!("{base}-{scenario}-{}", now_micros() % 1_000_000_000)
+}
