@@ -2,7 +2,8 @@
 
 pub const USAGE: &str = "usage: regina-bench <push|consume|e2e|kv|partitions|fill|wait-ready|txn|timers> [--url U] \
 [--seconds S] [--producers P] [--consumers C] [--groups G] [--batch B] [--payload BYTES] \
-[--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P]";
+[--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P]
+       regina-bench chart --input RESULTS.json [--out DIR]";
 
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -27,6 +28,10 @@ pub struct Args {
     pub keys: usize,
     /// Broker process whose resident memory `partitions` reports.
     pub pid: Option<u32>,
+    /// JSON file of collected reports that `chart` draws.
+    pub input: Option<String>,
+    /// Directory `chart` writes its PNG files into.
+    pub out: String,
 }
 
 impl Args {
@@ -47,6 +52,8 @@ impl Args {
             ratio: 0.8,
             keys: 1000,
             pid: None,
+            input: None,
+            out: "docs/charts".into(),
         };
         let mut it = args.into_iter();
         a.scenario = it.next().ok_or("a scenario is required")?;
@@ -68,6 +75,8 @@ impl Args {
                 "--ratio" => a.ratio = num(&v)?.clamp(0.0, 1.0),
                 "--keys" => a.keys = num(&v)?.max(1.0) as usize,
                 "--pid" => a.pid = Some(v.parse().map_err(|_| format!("--pid: {v:?} is not a process id"))?),
+                "--input" => a.input = Some(v),
+                "--out" => a.out = v,
                 other => return Err(format!("unknown flag {other}")),
             }
         }

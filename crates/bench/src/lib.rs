@@ -2,6 +2,7 @@
 //! against a fake broker and call the delivery checks directly.
 
 pub mod args;
+pub mod chart;
 pub mod check;
 pub mod consume;
 pub mod consumer;
@@ -28,6 +29,7 @@ pub async fn run(a: &args::Args) -> Result<Value, String> {
         "wait-ready" => scenarios::wait_ready(a).await,
         "txn" => txn::run(a).await,
         "timers" => timers::run(a).await,
+        "chart" => chart::runs::run(a),
         other => Err(format!("unknown scenario {other:?}")),
     }
 }

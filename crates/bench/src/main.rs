@@ -17,6 +17,10 @@
 //! - `txn`: steps of one ack + one push + one KV put; steps per second.
 //! - `timers`: lateness of fired timers.
 //!
+//! `chart` is not a scenario: it reads reports collected from earlier runs
+//! (`--input`) and draws PNG charts of them into `--out`; the input format
+//! is described in `chart::runs`.
+//!
 //! Progress goes to stderr once a second; the JSON report to stdout. A
 //! failed delivery check exits 1 after printing the report.
 //!

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs regina-bench's named scenarios against a freshly started Regina
+# (release build, fsync on, data in a temporary directory), collects every
+# JSON report into target/bench/results.json and draws the charts into
+# docs/charts. Usage: scripts/bench.sh [seconds-per-run]   (default 10)
+#
+# The broker and the load generator share this machine's cores; run it alone
+# (other processes writing to the same disk slow fdatasync down a lot).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+secs="${1:-10}"
+out="$root/target/bench"
+mkdir -p "$out" "$root/docs/charts"
+(cd "$root" && cargo build --release -p regina-server -p regina-bench >/dev/null)
+bench="$root/target/release/regina-bench"
+
+start_broker() {
+  data="$(mktemp -d)"
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  "$root/target/release/regina" --port "$port" --data-dir "$data" > "$data.log" 2>&1 &
+  pid=$!
+  url="http://127.0.0.1:$port"
+  for _ in $(seq 1 100); do curl -sf "$url/health" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+stop_broker() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data" "$data.log"; }
+trap 'stop_broker 2>/dev/null || true' EXIT
+
+runs=()
+run() {
+  local label="$1"; shift
+  echo "bench: $label" >&2
+  start_broker
+  local r
+  r="$("$bench" "$@" --url "$url" --pid "$pid" 2>/dev/null || true)"
+  stop_broker
+  [ -n "$r" ] && runs+=("$r")
+}
+
+for parts in 1 1000 100000; do
+  for batch in 1 10 100; do
+    run "push batch $batch, $parts partitions" push --batch "$batch" --payload 256 --partitions "$parts" --producers 16 --seconds "$secs"
+  done
+done
+run "consume, 1 group" consume --messages 500000 --partitions 1000 --batch 100 --consumers 4 --groups 1
+run "consume, 3 groups" consume --messages 200000 --partitions 1000 --batch 100 --consumers 2 --groups 3
+for rate in 5000 20000 50000; do
+  run "e2e at $rate msg/s" e2e --rate "$rate" --partitions 1000 --seconds "$secs" --groups 1
+done
+run "txn" txn --producers 32 --messages 200000 --seconds "$secs"
+run "kv" kv --producers 8 --ratio 0.8 --keys 1000 --seconds "$secs"
+run "timers" timers --messages 10000 --seconds 20
+run "partitions" partitions --partitions 1000000
+
+# restart: 1,000,000 messages on disk, SIGKILL, then time until a pop is answered.
+echo "bench: restart" >&2
+start_broker
+"$bench" fill --url "$url" --messages 1000000 --partitions 1000 --batch 100 --producers 16 >/dev/null 2>&1 || true
+kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+"$root/target/release/regina" --port "$port" --data-dir "$data" > "$data.log" 2>&1 &
+pid=$!
+r="$("$bench" wait-ready --url "$url" --queue bench --seconds 60 2>/dev/null || true)"
+stop_broker
+[ -n "$r" ] && runs+=("$r")
+
+printf '{"runs": [%s]}\n' "$(IFS=,; echo "${runs[*]}")" > "$out/results.json"
+echo "bench: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$out/results.json") runs in $out/results.json" >&2
+if "$bench" chart --input "$out/results.json" --out "$root/docs/charts" 2>/dev/null; then
+  echo "bench: charts in docs/charts" >&2
+fi
