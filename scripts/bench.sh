@@ -41,8 +41,8 @@ for parts in 1 1000 100000; do
     run "push batch $batch, $parts partitions" push --batch "$batch" --payload 256 --partitions "$parts" --producers 16 --seconds "$secs"
   done
 done
-run "consume, 1 group" consume --messages 500000 --partitions 1000 --batch 100 --consumers 4 --groups 1
-run "consume, 3 groups" consume --messages 200000 --partitions 1000 --batch 100 --consumers 2 --groups 3
+run "consume, 1 group" consume --messages 500000 --partitions 1000 --batch 100 --consumers 4 --groups 1 --seconds 60
+run "consume, 3 groups" consume --messages 200000 --partitions 1000 --batch 100 --consumers 2 --groups 3 --seconds 60
 for rate in 5000 20000 50000; do
   run "e2e at $rate msg/s" e2e --rate "$rate" --partitions 1000 --seconds "$secs" --groups 1
 done
@@ -63,6 +63,15 @@ stop_broker
 [ -n "$r" ] && runs+=("$r")
 
 printf '{"runs": [%s]}\n' "$(IFS=,; echo "${runs[*]}")" > "$out/results.json"
+# One chart line per push batch size.
+python3 - "$out/results.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["runs"]:
+    if r.get("scenario") == "push":
+        r["label"] = f"batch {r.get('batch')}"
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
 echo "bench: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$out/results.json") runs in $out/results.json" >&2
 if "$bench" chart --input "$out/results.json" --out "$root/docs/charts" 2>/dev/null; then
   echo "bench: charts in docs/charts" >&2
