@@ -16,21 +16,9 @@ use crate::stats::Samples;
 /// Timers are spread over this window after scheduling.
 const SPREAD_MS: u64 = 5_000;
 
+/// Milliseconds since the epoch of a wire timestamp.
 fn parse_ms(iso: &str) -> Option<i64> {
-    let t = iso.trim_end_matches('Z');
-    let (date, time) = t.split_once('T')?;
-    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut c = time.split(':');
-    let (h, mi) = (c.next()?.parse::<i64>().ok()?, c.next()?.parse::<i64>().ok()?);
-    let s: f64 = c.next()?.parse().ok()?;
-    // Days from civil (Howard Hinnant).
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
-    let yoe = y2 - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + day - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    Some(((days * 86_400 + h * 3600 + mi * 60) as f64 * 1000.0 + s * 1000.0).round() as i64)
+    regina_types::time::parse_iso(iso).map(|ms| ms as i64)
 }
 
 fn now_ms() -> i64 {
