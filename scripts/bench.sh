@@ -2,7 +2,12 @@
 # Runs regina-bench's named scenarios against a freshly started Regina
 # (release build, fsync on, data in a temporary directory), collects every
 # JSON report into target/bench/results.json and draws the charts into
-# docs/charts. Usage: scripts/bench.sh [seconds-per-run]   (default 10)
+# docs/charts. Then repeats a few runs with fsync off, to show what
+# durability costs; every report carries "fsync": "on" or "off", and the
+# charts leave the fsync-off runs out.
+# Usage: scripts/bench.sh [seconds-per-run]   (default 10)
+# Env: BENCH_SCALE_STEPS   partition counts of the scale run
+#                          (default 1000,10000,100000,1000000,10000000)
 #
 # The broker and the load generator share this machine's cores; run it alone
 # (other processes writing to the same disk slow fdatasync down a lot).
@@ -14,24 +19,37 @@ mkdir -p "$out" "$root/docs/charts"
 (cd "$root" && cargo build --release -p regina-server -p regina-bench >/dev/null)
 bench="$root/target/release/regina-bench"
 
+# start_broker [regina args...]: a fresh broker on a free port and a fresh
+# data directory; extra arguments go to regina (e.g. --fsync off).
 start_broker() {
   data="$(mktemp -d)"
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  "$root/target/release/regina" --port "$port" --data-dir "$data" > "$data.log" 2>&1 &
+  "$root/target/release/regina" --port "$port" --data-dir "$data" "$@" > "$data.log" 2>&1 &
   pid=$!
   url="http://127.0.0.1:$port"
-  for _ in $(seq 1 100); do curl -sf "$url/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 1 100); do
+    curl -sf "$url/health" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  # Say why, or a broker that rejects an argument only shows as a missing run.
+  echo "bench: the broker did not start ($*): $(tail -n 3 "$data.log" 2>/dev/null)" >&2
 }
 stop_broker() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data" "$data.log"; }
 trap 'stop_broker 2>/dev/null || true' EXIT
 
+# What `run` starts the broker with, and the "fsync" field its reports get.
+broker_args=()
+fsync=on
+
 runs=()
 run() {
   local label="$1"; shift
-  echo "bench: $label" >&2
-  start_broker
+  echo "bench: $label (fsync $fsync)" >&2
+  # ${a[@]+...}: an empty array under `set -u` on older bash.
+  start_broker ${broker_args[@]+"${broker_args[@]}"}
   local r
-  r="$("$bench" "$@" --url "$url" --pid "$pid" 2>/dev/null || true)"
+  r="$("$bench" "$@" --url "$url" --pid "$pid" --tag "fsync=$fsync" 2>/dev/null || true)"
   stop_broker
   [ -n "$r" ] && runs+=("$r")
 }
@@ -50,6 +68,9 @@ run "txn" txn --producers 32 --messages 200000 --seconds "$secs"
 run "kv" kv --producers 8 --ratio 0.8 --keys 1000 --seconds "$secs"
 run "timers" timers --messages 10000 --seconds 20
 run "partitions" partitions --partitions 1000000
+# One queue grown through every count: pop latency and memory per partition
+# must stay flat.
+run "scale" scale --steps "${BENCH_SCALE_STEPS:-1000,10000,100000,1000000,10000000}" --pops 2000
 
 # restart: 1,000,000 messages on disk, SIGKILL, then time until a pop is answered.
 echo "bench: restart" >&2
@@ -58,18 +79,29 @@ start_broker
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
 "$root/target/release/regina" --port "$port" --data-dir "$data" > "$data.log" 2>&1 &
 pid=$!
-r="$("$bench" wait-ready --url "$url" --queue bench --seconds 60 2>/dev/null || true)"
+r="$("$bench" wait-ready --url "$url" --queue bench --seconds 60 --tag fsync=on 2>/dev/null || true)"
 stop_broker
 [ -n "$r" ] && runs+=("$r")
 
+# The same loads without fsync: the difference is what durability costs.
+broker_args=(--fsync off)
+fsync=off
+run "push batch 100, 1000 partitions" push --batch 100 --payload 256 --partitions 1000 --producers 16 --seconds "$secs"
+run "push batch 10, 1000 partitions" push --batch 10 --payload 256 --partitions 1000 --producers 16 --seconds "$secs"
+run "consume, 1 group" consume --messages 500000 --partitions 1000 --batch 100 --consumers 4 --groups 1 --seconds 60
+run "txn" txn --producers 32 --messages 200000 --seconds "$secs"
+broker_args=()
+fsync=on
+
 printf '{"runs": [%s]}\n' "$(IFS=,; echo "${runs[*]}")" > "$out/results.json"
-# One chart line per push batch size.
+# One chart line per push batch size (the charts skip fsync-off runs; their
+# label says so for anyone reading results.json).
 python3 - "$out/results.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["runs"]:
     if r.get("scenario") == "push":
-        r["label"] = f"batch {r.get('batch')}"
+        r["label"] = f"batch {r.get('batch')}" + (", fsync off" if r.get("fsync") == "off" else "")
 json.dump(d, open(sys.argv[1], "w"), indent=1)
 PY
 echo "bench: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$out/results.json") runs in $out/results.json" >&2

@@ -1,8 +1,10 @@
 //! Command-line settings of a run.
 
-pub const USAGE: &str = "usage: regina-bench <push|consume|e2e|kv|partitions|fill|wait-ready|txn|timers> [--url U] \
+pub const USAGE: &str =
+    "usage: regina-bench <push|consume|e2e|kv|partitions|scale|fill|wait-ready|txn|timers> [--url U] \
 [--seconds S] [--producers P] [--consumers C] [--groups G] [--batch B] [--payload BYTES] \
-[--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P]
+[--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P] \
+[--steps N,N,...] [--pops N] [--tag KEY=VALUE]...
        regina-bench chart --input RESULTS.json [--out DIR]";
 
 #[derive(Debug, Clone)]
@@ -32,6 +34,46 @@ pub struct Args {
     pub input: Option<String>,
     /// Directory `chart` writes its PNG files into.
     pub out: String,
+    /// Partition counts `scale` grows its queue through, ascending.
+    pub steps: Vec<u64>,
+    /// Wildcard pops `scale` measures at each step.
+    pub pops: usize,
+    /// `key=value` pairs copied into the report as string fields, so a
+    /// script can mark how the broker was run (e.g. `fsync=off`) without
+    /// the scenarios knowing about it.
+    pub tags: Vec<(String, String)>,
+}
+
+/// Partition counts `scale` visits when `--steps` is not given.
+pub const DEFAULT_STEPS: [u64; 4] = [1_000, 10_000, 100_000, 1_000_000];
+
+/// Parses `--steps`: a comma list of positive, strictly ascending counts;
+/// `_` may group digits (`1_000_000`). Ascending because `scale` only ever
+/// adds partitions to the queue it grows.
+pub fn parse_steps(v: &str) -> Result<Vec<u64>, String> {
+    let mut steps: Vec<u64> = Vec::new();
+    for part in v.split(',') {
+        let digits = part.trim().replace('_', "");
+        let n: u64 = digits.parse().map_err(|_| format!("--steps: {:?} is not a count", part.trim()))?;
+        if n == 0 {
+            return Err("--steps: a step needs at least one partition".into());
+        }
+        if let Some(&prev) = steps.last() {
+            if n <= prev {
+                return Err(format!("--steps must ascend: {n} follows {prev}"));
+            }
+        }
+        steps.push(n);
+    }
+    Ok(steps)
+}
+
+/// Parses `--tag key=value`; the key must be non-empty.
+fn parse_tag(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
+        _ => Err(format!("--tag: {v:?} is not key=value")),
+    }
 }
 
 impl Args {
@@ -54,6 +96,9 @@ impl Args {
             pid: None,
             input: None,
             out: "docs/charts".into(),
+            steps: DEFAULT_STEPS.to_vec(),
+            pops: 2000,
+            tags: Vec::new(),
         };
         let mut it = args.into_iter();
         a.scenario = it.next().ok_or("a scenario is required")?;
@@ -77,9 +122,50 @@ impl Args {
                 "--pid" => a.pid = Some(v.parse().map_err(|_| format!("--pid: {v:?} is not a process id"))?),
                 "--input" => a.input = Some(v),
                 "--out" => a.out = v,
+                "--steps" => a.steps = parse_steps(&v)?,
+                "--pops" => a.pops = num(&v)?.max(1.0) as usize,
+                "--tag" => a.tags.push(parse_tag(&v)?),
                 other => return Err(format!("unknown flag {other}")),
             }
         }
         Ok(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Args, String> {
+        Args::parse(v.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn steps_parse_ascending_lists() {
+        assert_eq!(parse_steps("1000").unwrap(), [1000]);
+        assert_eq!(parse_steps("1000, 10_000,100000").unwrap(), [1000, 10_000, 100_000]);
+        assert!(parse_steps("").is_err());
+        assert!(parse_steps("1000,,2000").is_err());
+        assert!(parse_steps("0,10").unwrap_err().contains("at least one"));
+        assert!(parse_steps("10,10").unwrap_err().contains("ascend"));
+        assert!(parse_steps("100,10").unwrap_err().contains("ascend"));
+        assert!(parse_steps("1e6").is_err());
+        assert!(parse_steps("-5").is_err());
+    }
+
+    #[test]
+    fn scale_flags_and_defaults() {
+        let a = parse(&["scale"]).unwrap();
+        assert_eq!(a.steps, DEFAULT_STEPS);
+        assert_eq!(a.pops, 2000);
+        assert!(a.tags.is_empty());
+        let a =
+            parse(&["scale", "--steps", "5,50", "--pops", "300", "--tag", "fsync=off", "--tag", "build=a=b"]).unwrap();
+        assert_eq!(a.steps, [5, 50]);
+        assert_eq!(a.pops, 300);
+        assert_eq!(a.tags, [("fsync".to_string(), "off".to_string()), ("build".to_string(), "a=b".to_string())]);
+        assert!(parse(&["scale", "--tag", "=off"]).is_err());
+        assert!(parse(&["scale", "--tag", "off"]).is_err());
+        assert!(parse(&["scale", "--steps", "9,3"]).is_err());
     }
 }

@@ -5,6 +5,7 @@
 pub mod font;
 pub mod png;
 pub mod runs;
+pub mod scale;
 
 pub type Rgb = [u8; 3];
 

@@ -10,6 +10,10 @@
 //! - `kv`: a get/put mix (`--ratio` reads) with `expect` and `incr`.
 //! - `partitions`: creates N partitions with one message each; creation rate
 //!   and, with `--pid`, broker resident memory per partition.
+//! - `scale`: grows one queue through the partition counts of `--steps`;
+//!   at each step the creation rate, (with `--pid`) memory per partition,
+//!   and the latency of `--pops` wildcard pops, of pop+ack, and of pops on
+//!   named partitions.
 //! - `fill`: pushes N messages across M partitions as fast as it can (used
 //!   to prepare a restart measurement).
 //! - `wait-ready`: polls until the broker answers a pop, and prints how long
@@ -21,8 +25,10 @@
 //! (`--input`) and draws PNG charts of them into `--out`; the input format
 //! is described in `chart::runs`.
 //!
-//! Progress goes to stderr once a second; the JSON report to stdout. A
-//! failed delivery check exits 1 after printing the report.
+//! Progress goes to stderr once a second; the JSON report to stdout. Every
+//! `--tag key=value` adds a string field to the report (how the broker was
+//! run, e.g. `fsync=off`). A failed delivery check exits 1 after printing
+//! the report.
 //!
 //! usage: see `args::USAGE`.
 

@@ -59,6 +59,7 @@ pub fn lookup(c: char) -> Option<[u8; 7]> {
         '(' => [0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02],
         ')' => [0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08],
         ':' => [0x00, 0x0C, 0x0C, 0x00, 0x0C, 0x0C, 0x00],
+        '+' => [0x00, 0x04, 0x04, 0x1F, 0x04, 0x04, 0x00],
         ' ' => [0x00; 7],
         _ => return None,
     })
@@ -85,7 +86,7 @@ mod tests {
 
     #[test]
     fn every_promised_character_has_a_glyph() {
-        let promised = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.,%/-():";
+        let promised = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.,%/-():+";
         for c in promised.chars() {
             let g = lookup(c).unwrap_or_else(|| panic!("no glyph for {c:?}"));
             assert!(g.iter().any(|row| *row != 0), "{c:?} is blank");
@@ -97,7 +98,7 @@ mod tests {
 
     #[test]
     fn glyphs_are_distinct() {
-        let all = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ.,%/-():";
+        let all = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ.,%/-():+";
         let glyphs: Vec<[u8; 7]> = all.chars().map(glyph).collect();
         for (i, a) in glyphs.iter().enumerate() {
             for b in &glyphs[i + 1..] {

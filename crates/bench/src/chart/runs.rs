@@ -10,9 +10,14 @@
 //!   `latencyMs.p99` (milliseconds).
 //! - `"scenario": "e2e"`: `offeredRate` (x; `rate` also accepted) and
 //!   `latencyMs.p99`.
+//! - `"scenario": "scale"`: its `steps`, see `chart::scale`.
 //! - any run may add `"label": "..."`: runs sharing a label form one line,
 //!   so two labels (two brokers, two builds) compare on the same chart.
 //!   Runs without a label form one line named after the scenario.
+//! - a run marked `"fsync": "off"` is left out of every chart: the charts
+//!   show the durable broker, and a line without fsync beside them would
+//!   read as the same broker doing better. Those runs stay in the input for
+//!   the tables.
 //!
 //! Other scenarios are ignored. A push or e2e run lacking a key it needs
 //! is an error naming the run, so a typo does not silently drop a point.
@@ -24,12 +29,13 @@
 //! - `push-p99.png`: push request p99 against partitions, log x.
 //! - `e2e-p99.png`: end-to-end p99 against offered rate; log x when the
 //!   rates span a factor of 100 or more.
+//! - `scale-pop-p99.png`, `scale-memory.png`: see `chart::scale`.
 
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::{line_chart, Series};
+use super::{line_chart, scale, Series};
 use crate::args::Args;
 
 pub const WIDTH: u32 = 800;
@@ -51,6 +57,12 @@ impl Chart {
     }
 }
 
+/// Whether a run belongs on the charts: every run except those marked as
+/// measured with fsync off.
+pub fn headline(run: &Value) -> bool {
+    run["fsync"] != "off"
+}
+
 fn number(run: &Value, pointer: &str) -> Option<f64> {
     run.pointer(pointer).and_then(Value::as_f64)
 }
@@ -63,7 +75,7 @@ fn series(
     point: impl Fn(&Value) -> Result<(f64, f64), String>,
 ) -> Result<Vec<Series>, String> {
     let mut out: Vec<Series> = Vec::new();
-    for (i, run) in runs.iter().enumerate().filter(|(_, r)| r["scenario"] == scenario) {
+    for (i, run) in runs.iter().enumerate().filter(|(_, r)| r["scenario"] == scenario && headline(r)) {
         let p = point(run).map_err(|missing| format!("run {i} ({scenario}) has no numeric {missing}"))?;
         let name = run["label"].as_str().unwrap_or(scenario);
         match out.iter_mut().find(|s| s.name == name) {
@@ -122,8 +134,9 @@ pub fn charts(input: &Value) -> Result<Vec<Chart>, String> {
             series: e2e,
         });
     }
+    out.extend(scale::charts(runs)?);
     if out.is_empty() {
-        return Err("the input holds no push or e2e runs".into());
+        return Err("the input holds no push, e2e or scale runs (runs with fsync off are not charted)".into());
     }
     Ok(out)
 }

@@ -166,3 +166,66 @@ fn runs_become_three_charts() {
     assert!(runs::charts(&json!({"runs": []})).is_err());
     assert!(runs::charts(&json!({"other": 1})).is_err());
 }
+
+fn scale_step(partitions: u64, pop: f64, rss: Option<f64>) -> serde_json::Value {
+    let mut s = json!({"partitions": partitions, "createdPerSecond": 1e5,
+                       "popLatencyMs": {"p50": pop / 2.0, "p99": pop}, "popAckLatencyMs": {"p99": pop * 2.0},
+                       "namedPopLatencyMs": {"p99": 0.5}});
+    if let Some(r) = rss {
+        s["rssBytesPerPartition"] = json!(r);
+    }
+    s
+}
+
+#[test]
+fn scale_runs_become_latency_and_memory_charts() {
+    let input = json!({"runs": [
+        {"scenario": "scale", "fsync": "on", "steps": [
+            scale_step(1000, 1.0, Some(900.0)), scale_step(10_000, 2.0, Some(800.0)), scale_step(100_000, 9.0, None)]},
+        {"scenario": "scale", "label": "next", "steps": [scale_step(1000, 0.5, None)]},
+        {"scenario": "scale", "fsync": "off", "steps": [scale_step(1000, 99.0, Some(1.0))]},
+    ]});
+    let charts = runs::charts(&input).unwrap();
+    let files: Vec<&str> = charts.iter().map(|c| c.file).collect();
+    assert_eq!(files, ["scale-pop-p99.png", "scale-memory.png"]);
+    assert!(charts.iter().all(|c| c.log_x));
+    let names: Vec<&str> = charts[0].series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["pop p99", "pop+ack p99", "named pop p99", "next: pop p99", "next: pop+ack p99", "next: named pop p99"]
+    );
+    assert_eq!(charts[0].series[0].points, [(1000.0, 1.0), (10_000.0, 2.0), (100_000.0, 9.0)]);
+    assert_eq!(charts[0].series[1].points, [(1000.0, 2.0), (10_000.0, 4.0), (100_000.0, 18.0)]);
+    // Memory only where RSS was measured; the unlabelled run is "scale".
+    assert_eq!(charts[1].series.len(), 1);
+    assert_eq!(charts[1].series[0].name, "scale");
+    assert_eq!(charts[1].series[0].points, [(1000.0, 900.0), (10_000.0, 800.0)]);
+    assert!(charts.iter().all(|c| c.png().starts_with(b"\x89PNG")));
+
+    // Without any RSS there is no memory chart.
+    let charts = runs::charts(&json!([{"scenario": "scale", "steps": [scale_step(10, 1.0, None)]}])).unwrap();
+    assert_eq!(charts.iter().map(|c| c.file).collect::<Vec<_>>(), ["scale-pop-p99.png"]);
+
+    // A step without its pop latency is an error naming run and step.
+    let bad = json!([{"scenario": "scale", "steps": [scale_step(10, 1.0, None), {"partitions": 100}]}]);
+    let err = runs::charts(&bad).err().unwrap();
+    assert!(err.contains("run 0") && err.contains("step 1") && err.contains("popLatencyMs.p99"), "{err}");
+    assert!(runs::charts(&json!([{"scenario": "scale"}])).err().unwrap().contains("steps"));
+}
+
+#[test]
+fn fsync_off_runs_stay_off_the_charts() {
+    let push = |p: u64, rate: f64, fsync: &str| {
+        json!({"scenario": "push", "fsync": fsync, "partitions": p, "messagesPerSecond": rate,
+               "latencyMs": {"p99": 1.0}})
+    };
+    let input = json!({"runs": [push(1000, 10.0, "on"), push(1000, 99.0, "off"), push(1, 5.0, "on"),
+        {"scenario": "e2e", "fsync": "off", "offeredRate": 10.0, "latencyMs": {"p99": 1.0}}]});
+    let charts = runs::charts(&input).unwrap();
+    let files: Vec<&str> = charts.iter().map(|c| c.file).collect();
+    assert_eq!(files, ["push-throughput.png", "push-p99.png"], "the fsync-off e2e run draws no chart");
+    assert_eq!(charts[0].series[0].points, [(1000.0, 10.0), (1.0, 5.0)]);
+    // A malformed fsync-off run is skipped, not an error; only fsync-off runs is nothing to draw.
+    let err = runs::charts(&json!([{"scenario": "push", "fsync": "off"}])).err().unwrap();
+    assert!(err.contains("fsync off"), "{err}");
+}
