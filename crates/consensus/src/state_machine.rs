@@ -99,39 +99,48 @@ impl StateMachineStore {
             }
             EntryPayload::Normal(e) => m.state.apply(&e),
         };
-        drop(m);
+        // Bodies are written before the lock is released: a snapshot taken
+        // under the lock may then rely on every body its state points at
+        // having been handed to the file system.
         for w in &applied.writes {
             self.shared.bodies.write_at(w.pos, &w.bytes).map_err(|e| StorageIOError::apply(log_id, &e))?;
         }
+        drop(m);
         Ok(applied.outcome)
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Bodies first: once the snapshot exists the log that could rewrite
-        // them may be purged.
-        self.shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        let (data, meta) = {
-            let m = self.shared.machine.read();
-            let seq = self.shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
-            let idx = m.last_applied.map_or(0, |l| l.index);
-            let meta = SnapshotMeta {
-                last_log_id: m.last_applied,
-                last_membership: m.membership.clone(),
-                snapshot_id: format!("{idx:020}-{seq:010}"),
+        // Encoded under the read lock (a copy of a large state would double
+        // the memory it takes), on a blocking thread so the async workers
+        // keep serving; applying waits for the encode, reads do not.
+        let shared = self.shared.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let (data, meta) = {
+                let m = shared.machine.read();
+                let seq = shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
+                let idx = m.last_applied.map_or(0, |l| l.index);
+                let meta = SnapshotMeta {
+                    last_log_id: m.last_applied,
+                    last_membership: m.membership.clone(),
+                    snapshot_id: format!("{idx:020}-{seq:010}"),
+                };
+                (m.state.encode(), meta)
             };
-            (m.state.encode(), meta)
-        };
-        // Every body of the encoded state was written before its entry's lock
-        // was released; make them durable before the snapshot exists, since
-        // the log that could rewrite them is purged behind it.
-        self.shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
-        self.shared
-            .snapshots
-            .save(&meta.snapshot_id, &head, &data)
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+            // Every body of the encoded state was written before its entry's
+            // lock was released; make them durable before the snapshot
+            // exists, since the log that could rewrite them is purged behind it.
+            shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+            let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
+            shared
+                .snapshots
+                .save(&meta.snapshot_id, &head, &data)
+                .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+            Ok::<_, StorageError>((data, meta))
+        });
+        let (data, meta) =
+            built.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))??;
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }

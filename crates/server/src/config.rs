@@ -15,6 +15,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Key of at-rest payload encryption; default `<data-dir>/encryption.key`.
     pub encryption_key_file: Option<PathBuf>,
+    /// `false` only to measure what durability costs (`--fsync off`).
+    pub fsync: bool,
 }
 
 impl Default for Config {
@@ -24,6 +26,7 @@ impl Default for Config {
             port: DEFAULT_PORT,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             encryption_key_file: None,
+            fsync: true,
         }
     }
 }
@@ -32,6 +35,7 @@ pub const USAGE: &str = "\
 regina: a durable message broker speaking the Queen MQ HTTP API
 
 usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-file FILE]
+              [--fsync on|off]
 
   --bind ADDR      address to listen on      (env REGINA_BIND, default 127.0.0.1)
   --port PORT      HTTP port                 (env REGINA_PORT, default 6632)
@@ -40,6 +44,9 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    32-byte key sealing payloads of queues with encryptionEnabled
                    (env REGINA_ENCRYPTION_KEY_FILE, default DIR/encryption.key,
                    created on first start)
+  --fsync on|off   whether every answer waits for fdatasync (env REGINA_FSYNC,
+                   default on). `off` exists only to measure what durability
+                   costs: a machine crash may then lose answered writes.
   --help           show this text
 ";
 
@@ -63,6 +70,9 @@ impl Config {
         if let Some(v) = env("REGINA_ENCRYPTION_KEY_FILE") {
             c.encryption_key_file = Some(PathBuf::from(v));
         }
+        if let Some(v) = env("REGINA_FSYNC") {
+            c.fsync = parse_fsync(&v)?;
+        }
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let (flag, inline) = match a.split_once('=') {
@@ -75,6 +85,7 @@ impl Config {
                 "--port" => c.port = parse_port(&value()?)?,
                 "--data-dir" => c.data_dir = PathBuf::from(value()?),
                 "--encryption-key-file" => c.encryption_key_file = Some(PathBuf::from(value()?)),
+                "--fsync" => c.fsync = parse_fsync(&value()?)?,
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
@@ -85,6 +96,14 @@ impl Config {
 
 fn parse_bind(v: &str) -> Result<IpAddr, String> {
     v.parse().map_err(|_| format!("--bind: {v:?} is not an IP address"))
+}
+
+fn parse_fsync(v: &str) -> Result<bool, String> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("--fsync: {v:?} is neither on nor off")),
+    }
 }
 
 fn parse_port(v: &str) -> Result<u16, String> {
@@ -112,5 +131,13 @@ mod tests {
         assert!(parse(&["--port", "x"], &[]).is_err());
         assert!(parse(&["--nope"], &[]).is_err());
         assert_eq!(parse(&["--help"], &[]).unwrap(), None);
+    }
+
+    #[test]
+    fn fsync_is_on_unless_turned_off() {
+        assert!(parse(&[], &[]).unwrap().unwrap().fsync);
+        assert!(!parse(&[], &[("REGINA_FSYNC", "off")]).unwrap().unwrap().fsync);
+        assert!(parse(&["--fsync", "on"], &[("REGINA_FSYNC", "off")]).unwrap().unwrap().fsync);
+        assert!(parse(&["--fsync=maybe"], &[]).is_err());
     }
 }

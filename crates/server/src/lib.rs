@@ -13,6 +13,7 @@ pub mod config;
 pub mod ephemeral;
 pub mod http;
 pub mod node;
+pub mod proposer;
 pub mod sealing;
 
 use std::future::Future;
@@ -20,18 +21,21 @@ use std::path::Path;
 
 use tokio::net::TcpListener;
 
-use crate::node::Node;
+use crate::node::{Node, NodeOptions};
 
 /// Opens the node on `data_dir` and serves HTTP on `listener` until
 /// `shutdown` resolves, then stops the Raft group cleanly.
 pub async fn serve(
     listener: TcpListener,
     data_dir: &Path,
-    encryption_key_file: Option<&Path>,
+    options: NodeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let node = Node::open(data_dir, addr.to_string(), encryption_key_file).await?;
+    if !options.fsync {
+        tracing::warn!("fsync is off: answered writes may be lost if the machine crashes (for measurements only)");
+    }
+    let node = Node::open(data_dir, addr.to_string(), &options).await?;
     node.spawn_background();
     node.spawn_timer_driver();
     tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());

@@ -25,7 +25,11 @@ fn main() {
         let addr = std::net::SocketAddr::new(config.bind, config.port);
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        regina_server::serve(listener, &config.data_dir, config.encryption_key_file.as_deref(), shutdown_signal()).await
+        let options = regina_server::node::NodeOptions {
+            encryption_key_file: config.encryption_key_file.clone(),
+            fsync: config.fsync,
+        };
+        regina_server::serve(listener, &config.data_dir, options, shutdown_signal()).await
     });
     if let Err(e) = result {
         eprintln!("regina: {e}");

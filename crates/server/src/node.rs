@@ -7,15 +7,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Config as RaftConfig, SnapshotPolicy};
 use regina_consensus::network::NoPeers;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
-use regina_state::{Command, Entry, Outcome};
+use regina_state::{Command, Outcome};
+
+pub use crate::proposer::ProposeError;
+use crate::proposer::{LeaderClock, Proposer};
 use regina_storage::{RealIo, WalOptions};
 
 pub const NODE_ID: u64 = 1;
@@ -29,15 +30,19 @@ const TIMER_CHECK: Duration = Duration::from_millis(50);
 /// How often the leader proposes a retention sweep.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Why a write was not applied.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ProposeError {
-    #[error("no leader is elected yet; retry shortly")]
-    NoLeader,
-    #[error("storage failed and the node refuses writes: {0}")]
-    Storage(String),
-    #[error("the outcome is unknown: {0}")]
-    Unknown(String),
+/// How a node opens its data directory.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// Key sealing payloads of encrypted queues; default `<data>/encryption.key`.
+    pub encryption_key_file: Option<std::path::PathBuf>,
+    /// Whether group commits wait for fdatasync (off only for measurements).
+    pub fsync: bool,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions { encryption_key_file: None, fsync: true }
+    }
 }
 
 pub struct Node {
@@ -46,7 +51,8 @@ pub struct Node {
     pub log: LogStore,
     /// Ephemeral queues: this node's memory only, never in the log.
     pub ephemeral: crate::ephemeral::Store,
-    last_stamp: AtomicU64,
+    clock: Arc<LeaderClock>,
+    proposer: Proposer,
     /// Raised once when the node starts to stop: parked long polls answer
     /// at once and background chores end.
     stopping: tokio::sync::watch::Sender<bool>,
@@ -55,10 +61,11 @@ pub struct Node {
 }
 
 impl Node {
-    pub async fn open(data_dir: &Path, http_addr: String, key_file: Option<&Path>) -> Result<Arc<Node>, String> {
+    pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> Result<Arc<Node>, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
-        let log = LogStore::open(&data_dir.join("raft"), WalOptions::default(), Arc::new(RealIo))?;
+        let wal = WalOptions { fsync: options.fsync, ..WalOptions::default() };
+        let log = LogStore::open(&data_dir.join("raft"), wal, Arc::new(RealIo))?;
         let sm = StateMachineStore::open(data_dir)?;
         let shared = sm.shared();
         let config = RaftConfig {
@@ -78,10 +85,12 @@ impl Node {
             raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
         }
         let (stopping, _) = tokio::sync::watch::channel(false);
-        let key_path = key_file.map(Path::to_path_buf).unwrap_or_else(|| data_dir.join("encryption.key"));
+        let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
         let sealer = crate::sealing::Sealer::load_or_create(&key_path)?;
         let ephemeral = crate::ephemeral::Store::new();
-        let node = Arc::new(Node { raft, shared, log, ephemeral, last_stamp: AtomicU64::new(0), stopping, sealer });
+        let clock = Arc::new(LeaderClock::default());
+        let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone());
+        let node = Arc::new(Node { raft, shared, log, ephemeral, clock, proposer, stopping, sealer });
         node.wait_for_leader(Duration::from_secs(10)).await?;
         Ok(node)
     }
@@ -106,27 +115,15 @@ impl Node {
         Ok(())
     }
 
-    /// The leader's clock for a new entry: wall time, never behind the last
-    /// stamp (the state machine also refuses to go back).
+    /// The leader's clock for a new entry.
     pub fn stamp(&self) -> u64 {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let prev = self.last_stamp.fetch_max(wall, Ordering::AcqRel);
-        prev.max(wall)
+        self.clock.stamp()
     }
 
     /// Appends a command to the log and answers once it is durable and
-    /// applied.
+    /// applied (batched with whatever else is being proposed).
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
-        let entry = Entry { now_ms: self.stamp(), command };
-        match self.raft.client_write(entry).await {
-            Ok(resp) => Ok(resp.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
-            Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
-            Err(RaftError::Fatal(f)) => {
-                let why = self.log.poisoned().unwrap_or_else(|| f.to_string());
-                Err(ProposeError::Storage(why))
-            }
-        }
+        self.proposer.propose(command).await
     }
 
     /// Starts stopping: long polls answer now, chores end.

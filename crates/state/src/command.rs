@@ -83,6 +83,44 @@ pub enum Command {
     Timers(Vec<crate::timers::TimerOp>),
     /// Fires every timer due at the entry's time (proposed by the leader).
     FireTimers,
+    /// Independent requests that arrived together, applied in order at the
+    /// entry's time. Each keeps its own all-or-nothing rule; one refused
+    /// request does not undo another. The leader batches them so that one
+    /// log entry (and one fsync) carries many requests.
+    Batch(Vec<Command>),
+}
+
+impl Command {
+    /// A rough size of the command's encoding, enough to keep batches well
+    /// under the log's record limit without encoding them twice.
+    pub fn approx_bytes(&self) -> usize {
+        const SMALL: usize = 256;
+        match self {
+            Command::Push(p) => p.items.iter().map(PushItem::approx_bytes).sum::<usize>() + SMALL,
+            Command::Transaction(t) => {
+                let pushes: usize = t
+                    .ops
+                    .iter()
+                    .map(|op| match op {
+                        TxnOp::Push(item) => item.approx_bytes(),
+                        TxnOp::Ack { .. } => SMALL,
+                    })
+                    .sum();
+                let kv: usize = t.kv.iter().map(KvOp::approx_bytes).sum();
+                pushes + kv + t.timers.len() * SMALL + SMALL
+            }
+            Command::Kv(k) => k.ops.iter().map(KvOp::approx_bytes).sum::<usize>() + SMALL,
+            Command::RetryDeadLetter { item, .. } => item.approx_bytes() + SMALL,
+            Command::Batch(cmds) => cmds.iter().map(Command::approx_bytes).sum(),
+            _ => SMALL,
+        }
+    }
+}
+
+impl PushItem {
+    fn approx_bytes(&self) -> usize {
+        self.queue.len() + self.partition.len() + self.transaction_id.len() + self.payload.len() + 64
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,6 +294,18 @@ pub enum KvOp {
 impl KvOp {
     pub fn is_write(&self) -> bool {
         matches!(self, KvOp::Put { .. } | KvOp::Delete { .. } | KvOp::Incr { .. })
+    }
+
+    fn approx_bytes(&self) -> usize {
+        let keys = match self {
+            KvOp::Get { key, .. } | KvOp::Delete { key, .. } | KvOp::Incr { key, .. } | KvOp::Check { key, .. } => {
+                key.len()
+            }
+            KvOp::Put { key, value, .. } => key.len() + value.len(),
+            KvOp::GetMany { keys, .. } => keys.iter().map(String::len).sum(),
+            KvOp::GetPrefix { prefix, .. } => prefix.len(),
+        };
+        keys + 64
     }
 }
 

@@ -44,6 +44,9 @@ impl State {
                 // cursors); only the name lets go of it.
                 q.group_index.remove(group);
                 q.groups[gid as usize].name.clear();
+                q.groups[gid as usize].ready.clear();
+            } else {
+                q.refill_ready(gid);
             }
         }
         changed
@@ -65,6 +68,7 @@ impl State {
             p.ensure_cursor(gid, to).reset_to(to);
             changed += 1;
         }
+        q.refill_ready(gid);
         changed
     }
 
@@ -82,6 +86,7 @@ impl State {
                     changed += 1;
                 }
             }
+            q.refill_ready(gid);
         }
         changed
     }
@@ -95,7 +100,7 @@ impl State {
         let i = q
             .dlq
             .iter()
-            .rposition(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn == hash))?;
+            .rposition(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn() == hash))?;
         Some(q.dlq.remove(i))
     }
 
@@ -106,6 +111,6 @@ impl State {
         let hash = txn_hash(transaction_id);
         let q = self.queues.get(&qid)?;
         let p = &q.partitions[pidx as usize];
-        q.dlq.iter().rev().find(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn == hash))
+        q.dlq.iter().rev().find(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn() == hash))
     }
 }

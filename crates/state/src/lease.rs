@@ -20,12 +20,13 @@ impl State {
     /// drops the lease from the table once it holds nothing.
     pub(crate) fn lease_release(&mut self, lease_id: &str, claim: (u32, u32, u32)) {
         let (qid, pidx, gid) = claim;
-        if let Some(c) =
-            self.queues.get_mut(&qid).and_then(|q| q.partitions.get_mut(pidx as usize)).and_then(|p| p.cursor_mut(gid))
-        {
-            if c.lease.as_ref().is_some_and(|l| l.id == lease_id) {
-                c.lease = None;
+        if let Some(q) = self.queues.get_mut(&qid) {
+            if let Some(c) = q.partitions.get_mut(pidx as usize).and_then(|p| p.cursor_mut(gid)) {
+                if c.lease.as_ref().is_some_and(|l| l.id == lease_id) {
+                    c.lease = None;
+                }
             }
+            q.mark_ready_for(gid, pidx);
         }
         let Some(e) = self.leases.get_mut(lease_id) else {
             return;
@@ -48,16 +49,13 @@ impl State {
             self.lease_expiry.pop_first();
             if let Some(e) = self.leases.remove(&id) {
                 for (qid, pidx, gid) in e.claims {
-                    if let Some(c) = self
-                        .queues
-                        .get_mut(&qid)
-                        .and_then(|q| q.partitions.get_mut(pidx as usize))
-                        .and_then(|p| p.cursor_mut(gid))
-                    {
+                    let Some(q) = self.queues.get_mut(&qid) else { continue };
+                    if let Some(c) = q.partitions.get_mut(pidx as usize).and_then(|p| p.cursor_mut(gid)) {
                         if c.lease.as_ref().is_some_and(|l| l.id == id) {
                             c.lease = None;
                         }
                     }
+                    q.mark_ready_for(gid, pidx);
                 }
             }
         }

@@ -29,6 +29,8 @@ pub enum Outcome {
     /// One answer per lock operation, in order.
     Locks(Vec<LockResult>),
     Timers(Vec<crate::timers::TimerOutcome>),
+    /// One outcome per command of a `Command::Batch`, in order.
+    Batch(Vec<Outcome>),
 }
 
 /// What a transaction did: everything, or nothing and why.

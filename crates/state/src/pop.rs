@@ -57,23 +57,28 @@ impl State {
         }
         let lease_ms = cmd.lease_ms.unwrap_or(q.options.lease_time.saturating_mul(1000)).max(1);
         let vis = Visibility::of(&q.options);
-        let order: Vec<u32> = match partition {
-            Some(name) => q.partition_by_name(name).into_iter().collect(),
-            None => {
-                let n = q.partitions.len() as u32;
-                let start = if n == 0 { 0 } else { q.groups[gid as usize].next_try % n };
-                (0..n).map(|i| (start + i) % n).collect()
-            }
+        let mut order = match partition {
+            Some(name) => Order::Named(q.partition_by_name(name)),
+            None => Order::Ready(ReadyWalk::from(q.groups[gid as usize].next_try)),
         };
         let mut claimed = Vec::new();
-        for pidx in order {
+        loop {
             let taken = out.message_count() as u32;
             if taken >= cmd.batch || out.claims.len() as u32 >= cmd.max_partitions {
                 break;
             }
+            let Some(pidx) = order.next(&q.groups[gid as usize].ready) else { break };
             let budget = cmd.batch - taken;
             let how = Claiming { gid, budget, now, vis, lease_ms, conflate };
-            if let Some(claim) = claim_partition(q, pidx, &how, cmd) {
+            let claim = claim_partition(q, pidx, &how, cmd);
+            // Keep the ready set exact enough: a claimed partition waits for
+            // its lease to end (which marks it again); one with nothing
+            // past the cursor waits for a push. One whose messages are
+            // only not visible yet stays.
+            if !q.has_work(gid, pidx, now) {
+                q.groups[gid as usize].ready.remove(&pidx);
+            }
+            if let Some(claim) = claim {
                 out.claims.push(claim);
                 claimed.push(pidx);
             }
@@ -87,6 +92,54 @@ impl State {
         for pidx in claimed {
             self.lease_add_claim(&cmd.lease_id, (qid, pidx, gid), now + lease_ms);
             out.lease_expires_ms = Some(now + lease_ms);
+        }
+    }
+}
+
+/// The partitions a pop tries, in order.
+enum Order {
+    /// Only the partition the request named (if it exists).
+    Named(Option<u32>),
+    /// The group's ready set, round-robin from where the last pop ended.
+    Ready(ReadyWalk),
+}
+
+impl Order {
+    fn next(&mut self, ready: &std::collections::BTreeSet<u32>) -> Option<u32> {
+        match self {
+            Order::Named(p) => p.take(),
+            Order::Ready(walk) => walk.next(ready),
+        }
+    }
+}
+
+/// One lap over a set that may shrink while it is walked: from `start` to
+/// the end, then from 0 up to `start`, each member at most once.
+struct ReadyWalk {
+    start: u32,
+    at: u32,
+    wrapped: bool,
+}
+
+impl ReadyWalk {
+    fn from(start: u32) -> Self {
+        ReadyWalk { start, at: start, wrapped: false }
+    }
+
+    fn next(&mut self, ready: &std::collections::BTreeSet<u32>) -> Option<u32> {
+        loop {
+            match ready.range(self.at..).next().copied() {
+                Some(p) if self.wrapped && p >= self.start => return None,
+                Some(p) => {
+                    self.at = p.checked_add(1)?;
+                    return Some(p);
+                }
+                None if !self.wrapped && self.start > 0 => {
+                    self.wrapped = true;
+                    self.at = 0;
+                }
+                None => return None,
+            }
         }
     }
 }
@@ -193,14 +246,28 @@ impl State {
                 return true;
             };
             let vis = Visibility::of(&q.options);
-            q.partitions.iter().enumerate().filter(|(_, p)| named.is_none_or(|n| n == p.name)).any(|(pidx, p)| {
+            let visible = |pidx: u32| {
+                let p = &q.partitions[pidx as usize];
                 let next = match p.cursor(gid) {
                     Some(c) if c.live_lease(now).is_some() => return false,
                     Some(c) => c.next.max(p.base),
-                    None => q.seed_for(gid, pidx as u32),
+                    None => q.seed_for(gid, pidx),
                 };
                 vis.end(p, next, now) > next
-            })
+            };
+            match named {
+                Some(name) => q.partition_by_name(name).is_some_and(visible),
+                None => {
+                    // Leases lapsed by `now` are released (and their
+                    // partitions marked ready) only by the next entry.
+                    let lapsed = self.lease_expiry.iter().take_while(|(at, _)| *at <= now);
+                    let freed = lapsed
+                        .filter_map(|(_, id)| self.leases.get(id))
+                        .flat_map(|e| e.claims.iter())
+                        .any(|&(cq, pidx, cg)| cq == qid && cg == gid && visible(pidx));
+                    freed || q.groups[gid as usize].ready.iter().any(|&pidx| visible(pidx))
+                }
+            }
         })
     }
 }

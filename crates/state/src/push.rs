@@ -93,19 +93,12 @@ impl State {
         let q = self.queues.get_mut(&qid).expect("just created");
         q.kept += 1;
         let p = &mut q.partitions[pidx as usize];
-        let offset = p.next_offset();
-        p.msgs.push_back(MsgMeta { pos, len, created_ms: now, txn: hash });
-        p.txn_index.insert(hash, offset);
+        let offset = p.push_meta(MsgMeta::new(pos, len, now, hash));
         p.last_write_ms = now;
+        let partition_id = p.id;
+        q.mark_ready(pidx);
         writes.push(BodyWrite { pos, bytes });
-        PushResult {
-            status: PushStatus::Queued,
-            partition_id: p.id,
-            offset,
-            pos,
-            len,
-            message_id: Some(item.message_id),
-        }
+        PushResult { status: PushStatus::Queued, partition_id, offset, pos, len, message_id: Some(item.message_id) }
     }
 
     /// The (queue id, partition index) for a push, creating either.
@@ -129,7 +122,7 @@ impl State {
 /// The answer for a transaction id already stored, if it still counts as a
 /// duplicate: within the window, or pushed in this same entry.
 fn duplicate_of(p: &Partition, hash: u128, now: u64, window_ms: u64, in_request: bool) -> Option<PushResult> {
-    let offset = *p.txn_index.get(&hash)?;
+    let offset = p.remembered_txn(hash)?;
     let meta = p.meta(offset)?;
     if !in_request && meta.created_ms.saturating_add(window_ms) <= now {
         return None;

@@ -1,7 +1,7 @@
 //! A queue: its options and labels, its partitions, its consumer groups and
 //! its dead-letter list.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,13 @@ pub struct Group {
     /// is delivered; older ones are retired.
     #[serde(default)]
     pub conflate: bool,
+    /// Partitions that may hold something this group can be handed: every
+    /// partition with an unleased cursor short of its end is in here (it
+    /// may also hold some that turn out to have nothing, which a pop
+    /// drops). Wildcard pops walk this set instead of every partition, so
+    /// their cost follows the partitions with work, not the partition count.
+    #[serde(default)]
+    pub ready: BTreeSet<u32>,
 }
 
 /// A message filed to the dead-letter list.
@@ -96,15 +103,58 @@ impl Queue {
             Subscription::From(ms) => Some(ms),
             _ => None,
         };
-        self.groups.push(Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms, conflate });
+        let ready = BTreeSet::new();
+        let group = Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms, conflate, ready };
+        self.groups.push(group);
         self.group_index.insert(name.to_string(), gid);
         if sub == Subscription::New {
             for p in &mut self.partitions {
                 let end = p.next_offset();
                 p.ensure_cursor(gid, end);
             }
+        } else {
+            self.refill_ready(gid);
         }
         gid
+    }
+
+    /// Notes that partition `pidx` may have work for every group (a push
+    /// landed in it).
+    pub fn mark_ready(&mut self, pidx: u32) {
+        for g in self.groups.iter_mut().filter(|g| !g.name.is_empty()) {
+            g.ready.insert(pidx);
+        }
+    }
+
+    /// Notes that partition `pidx` may have work for group `gid` (its lease
+    /// there ended).
+    pub fn mark_ready_for(&mut self, gid: u32, pidx: u32) {
+        if let Some(g) = self.groups.get_mut(gid as usize).filter(|g| !g.name.is_empty()) {
+            g.ready.insert(pidx);
+        }
+    }
+
+    /// Puts every partition that holds messages in the group's ready set:
+    /// after its cursors were moved or forgotten wholesale.
+    pub fn refill_ready(&mut self, gid: u32) {
+        let holding: Vec<u32> =
+            (0..self.partitions.len() as u32).filter(|&i| !self.partitions[i as usize].msgs.is_empty()).collect();
+        if let Some(g) = self.groups.get_mut(gid as usize).filter(|g| !g.name.is_empty()) {
+            g.ready.extend(holding);
+        }
+    }
+
+    /// Whether group `gid` could be handed something of partition `pidx`
+    /// at `now` were visibility rules aside: no live lease and a cursor
+    /// (or the seed of a cursor not made yet) short of the end.
+    pub fn has_work(&self, gid: u32, pidx: u32, now_ms: u64) -> bool {
+        let p = &self.partitions[pidx as usize];
+        let next = match p.cursor(gid) {
+            Some(c) if c.live_lease(now_ms).is_some() => return false,
+            Some(c) => c.next.max(p.base),
+            None => self.seed_for(gid, pidx),
+        };
+        next < p.next_offset()
     }
 
     /// Where a new cursor of `gid` starts in partition `pidx`.

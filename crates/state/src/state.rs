@@ -60,15 +60,20 @@ impl State {
         self.applied_entries += 1;
         self.expire_leases();
         let mut writes = Vec::new();
-        let outcome = match &entry.command {
+        let outcome = self.apply_command(&entry.command, &mut writes);
+        Applied { outcome, writes }
+    }
+
+    fn apply_command(&mut self, command: &Command, writes: &mut Vec<BodyWrite>) -> Outcome {
+        match command {
             Command::Noop => Outcome::Done,
-            Command::Push(cmd) => Outcome::Push(self.push(cmd, &mut writes)),
+            Command::Push(cmd) => Outcome::Push(self.push(cmd, writes)),
             Command::Pop(cmd) => Outcome::Pop(self.pop(cmd)),
             Command::Ack(cmd) => Outcome::Ack(self.ack(cmd)),
             Command::ExtendLease { lease_id } => Outcome::Extend(self.extend_lease(lease_id)),
             Command::Configure(cmd) => self.configure(cmd),
             Command::DeleteQueue { queue } => self.delete_queue(queue),
-            Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, &mut writes)),
+            Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, writes)),
             Command::DeleteGroup { group, queue, delete_metadata } => {
                 Outcome::Changed { count: self.delete_group(group, queue.as_deref(), *delete_metadata) }
             }
@@ -82,7 +87,7 @@ impl State {
             Command::RetryDeadLetter { partition_id, transaction_id, item } => {
                 match self.take_dead_letter(*partition_id, transaction_id) {
                     None => Outcome::Found(false),
-                    Some(_) => Outcome::Push(vec![self.append(item, &mut writes)]),
+                    Some(_) => Outcome::Push(vec![self.append(item, writes)]),
                 }
             }
             Command::RecordTrace(event) => {
@@ -98,11 +103,13 @@ impl State {
             Command::Locks(cmd) => Outcome::Locks(self.locks_call(cmd)),
             Command::Timers(ops) => Outcome::Timers(ops.iter().map(|op| self.timers.apply(op, self.now_ms)).collect()),
             Command::FireTimers => {
-                self.fire_timers(&mut writes);
+                self.fire_timers(writes);
                 Outcome::Done
             }
-        };
-        Applied { outcome, writes }
+            Command::Batch(commands) => {
+                Outcome::Batch(commands.iter().map(|c| self.apply_command(c, writes)).collect())
+            }
+        }
     }
 
     pub fn queue(&self, name: &str) -> Option<&Queue> {
@@ -149,6 +156,14 @@ impl State {
             for (i, p) in q.partitions.iter().enumerate() {
                 if self.partition_ids.get(&p.id) != Some(&(*id, i as u32)) {
                     return Err(format!("partition {} of {name} not indexed", p.id));
+                }
+                for (gid, g) in q.groups.iter().enumerate().filter(|(_, g)| !g.name.is_empty()) {
+                    if q.has_work(gid as u32, i as u32, self.now_ms) && !g.ready.contains(&(i as u32)) {
+                        return Err(format!(
+                            "partition {} has work for group {} but is not in its ready set",
+                            p.id, g.name
+                        ));
+                    }
                 }
                 for c in p.cursors.iter().flatten() {
                     if c.next > p.next_offset() {

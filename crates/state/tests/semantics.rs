@@ -503,3 +503,61 @@ fn re_acking_under_a_held_lease_is_a_no_op_and_the_step_commits() {
     let TxnOutcome::Refused { reason, .. } = txn(&mut h, first) else { panic!("the settled lease fences the retry") };
     assert_eq!(reason, "rejected_ack");
 }
+
+#[test]
+fn a_batch_applies_each_request_on_its_own_in_order() {
+    let mut h = Harness::new();
+    let (a, b, a_again, c) =
+        (h.item("q", "P", "a"), h.item("q", "P", "b"), h.item("q", "P", "a"), h.item("q", "P", "c"));
+    // The middle request is a step whose second push repeats a stored id:
+    // it is refused as a whole, and only it.
+    let step = TxnCmd { ops: vec![TxnOp::Push(b), TxnOp::Push(a_again)], kv: vec![], timers: vec![] };
+    let batch = Command::Batch(vec![
+        Command::Push(PushCmd { items: vec![a] }),
+        Command::Transaction(step),
+        Command::Push(PushCmd { items: vec![c] }),
+    ]);
+    let Outcome::Batch(out) = h.apply(batch) else { panic!("a batch answers a batch") };
+    assert_eq!(out.len(), 3);
+    let Outcome::Push(first) = &out[0] else { panic!("{:?}", out[0]) };
+    assert_eq!((first[0].status, first[0].offset), (PushStatus::Queued, 0));
+    assert!(matches!(&out[1], Outcome::Txn(TxnOutcome::Refused { .. })), "{:?}", out[1]);
+    let Outcome::Push(last) = &out[2] else { panic!("{:?}", out[2]) };
+    assert_eq!((last[0].status, last[0].offset), (PushStatus::Queued, 1), "the refused step wrote nothing");
+    assert_eq!(h.state.queue("q").unwrap().partitions[0].next_offset(), 2);
+}
+
+#[test]
+fn a_wildcard_pop_only_walks_partitions_with_work() {
+    let mut h = Harness::new();
+    for i in 0..200 {
+        h.push("q", &format!("p{i}"), &format!("t{i}"));
+    }
+    let ready = |h: &Harness| h.state.queue("q").unwrap().groups[0].ready.clone();
+    // Claim every partition: each leaves the ready set while leased.
+    let mut leases = Vec::new();
+    for _ in 0..200 {
+        let r = h.pop("q", "g", 1, Subscription::All);
+        assert_eq!(r.claims.len(), 1);
+        leases.push((r.claims[0].partition_id, r.lease_id.clone()));
+    }
+    assert!(ready(&h).is_empty(), "leased partitions wait for their lease to end");
+    assert!(h.pop("q", "g", 1, Subscription::All).claims.is_empty());
+    // Completing a batch hands the partition back only as far as it has
+    // more: a push makes exactly one partition ready again.
+    let (pid, lease) = leases[7].clone();
+    let acked = h.ack("g", vec![ack_item(pid, "t7", AckStatus::Completed, &lease)]);
+    assert!(acked[0].success);
+    h.pop("q", "g", 1, Subscription::All);
+    assert!(ready(&h).is_empty(), "a partition with nothing past its cursor is dropped by the pop that finds it so");
+    h.push("q", "p7", "again");
+    assert_eq!(ready(&h).len(), 1);
+    let r = h.pop("q", "g", 1, Subscription::All);
+    assert_eq!((r.claims[0].partition.as_str(), offsets(&r)), ("p7", vec![1]));
+    // A lapsed lease marks its partition ready for the next pop.
+    h.now += 3_600_000;
+    let r = h.pop("q", "g", 500, Subscription::All);
+    assert_eq!(r.claims.len(), 1, "max_partitions 1");
+    assert_eq!(offsets(&r).len(), 1);
+    assert!(ready(&h).len() >= 198, "the other lapsed leases made their partitions ready");
+}

@@ -121,7 +121,9 @@ impl Writer {
         let io = &self.shared.io;
         io.write_at(&self.active.file, buf, at)
             .map_err(|e| format!("writing {} bytes at offset {at} of wal segment {name} failed: {e}", buf.len()))?;
-        io.sync_data(&self.active.file).map_err(|e| format!("fdatasync of wal segment {name} failed: {e}"))?;
+        if self.shared.options.fsync {
+            io.sync_data(&self.active.file).map_err(|e| format!("fdatasync of wal segment {name} failed: {e}"))?;
+        }
         self.shared.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
         buf.clear();
         Ok(())

@@ -77,7 +77,7 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
         messages.push(json!({
             "id": uuid_string(&b.id),
             "transactionId": b.transaction_id,
-            "txnHash": txn_hash_hex(r.meta.txn),
+            "txnHash": txn_hash_hex(r.meta.txn()),
             "traceId": b.trace_id.as_ref().map(uuid_string),
             "producerSub": null,
             "queue": r.queue,

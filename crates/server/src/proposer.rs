@@ -1,0 +1,135 @@
+//! Leader-side batching of proposals.
+//!
+//! openraft 0.9 awaits each append's fsync inside its core loop, one client
+//! write at a time, so one request per entry would cap writes at one fsync
+//! each however many clients wait. The proposer keeps at most
+//! [`MAX_IN_FLIGHT`] entries in flight and packs every request that arrived
+//! meanwhile into the next one (`Command::Batch`): one append, one fsync,
+//! many answers. An idle node proposes a lone request at once, unbatched.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use openraft::error::{ClientWriteError, RaftError};
+use regina_consensus::{LogStore, Raft};
+use regina_state::{Command, Entry, Outcome};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// Entries proposed and not yet answered. Two keep openraft's core busy:
+/// while one is being fsynced the next is already queued behind it.
+const MAX_IN_FLIGHT: usize = 2;
+/// Requests packed into one entry at most.
+const MAX_BATCH_COMMANDS: usize = 1024;
+/// Rough encoded bytes of one batch at most (one request may exceed it
+/// alone); far below the log's record limit.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+
+/// Why a write was not applied.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProposeError {
+    #[error("no leader is elected yet; retry shortly")]
+    NoLeader,
+    #[error("storage failed and the node refuses writes: {0}")]
+    Storage(String),
+    #[error("the outcome is unknown: {0}")]
+    Unknown(String),
+}
+
+/// The leader's clock for new entries: wall time, never behind the last
+/// stamp (the state machine also refuses to go back).
+#[derive(Default)]
+pub struct LeaderClock {
+    last: AtomicU64,
+}
+
+impl LeaderClock {
+    pub fn stamp(&self) -> u64 {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let prev = self.last.fetch_max(wall, Ordering::AcqRel);
+        prev.max(wall)
+    }
+}
+
+struct Proposal {
+    command: Command,
+    done: oneshot::Sender<Result<Outcome, ProposeError>>,
+}
+
+pub struct Proposer {
+    tx: mpsc::UnboundedSender<Proposal>,
+}
+
+impl Proposer {
+    /// Starts the batching task; it ends when the proposer is dropped.
+    pub fn start(raft: Raft, log: LogStore, clock: Arc<LeaderClock>) -> Proposer {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(batch_loop(rx, raft, log, clock));
+        Proposer { tx }
+    }
+
+    /// Appends a command to the log and answers once it is durable and
+    /// applied.
+    pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+        let (done, answer) = oneshot::channel();
+        self.tx.send(Proposal { command, done }).map_err(|_| ProposeError::Unknown("the node is stopping".into()))?;
+        answer.await.map_err(|_| ProposeError::Unknown("the node stopped before answering".into()))?
+    }
+}
+
+async fn batch_loop(mut rx: mpsc::UnboundedReceiver<Proposal>, raft: Raft, log: LogStore, clock: Arc<LeaderClock>) {
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    loop {
+        // Wait for a free slot first: everything that arrives meanwhile
+        // joins the next entry.
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        let Some(first) = rx.recv().await else { return };
+        let mut bytes = first.command.approx_bytes();
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
+            let Ok(next) = rx.try_recv() else { break };
+            bytes += next.command.approx_bytes();
+            batch.push(next);
+        }
+        let (raft, log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
+        tokio::spawn(async move {
+            answer(batch, &raft, &log, now_ms).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Writes one entry for the batch and hands every request its outcome.
+async fn answer(mut batch: Vec<Proposal>, raft: &Raft, log: &LogStore, now_ms: u64) {
+    if batch.len() == 1 {
+        let p = batch.pop().expect("one proposal");
+        let _ = p.done.send(write(raft, log, Entry { now_ms, command: p.command }).await);
+        return;
+    }
+    let (commands, dones): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.done)).unzip();
+    match write(raft, log, Entry { now_ms, command: Command::Batch(commands) }).await {
+        Ok(Outcome::Batch(outcomes)) => {
+            assert_eq!(outcomes.len(), dones.len(), "a batch answers once per command");
+            for (done, outcome) in dones.into_iter().zip(outcomes) {
+                let _ = done.send(Ok(outcome));
+            }
+        }
+        Ok(other) => {
+            let e = ProposeError::Unknown(format!("a batch was answered with {other:?}"));
+            dones.into_iter().for_each(|d| drop(d.send(Err(e.clone()))));
+        }
+        Err(e) => dones.into_iter().for_each(|d| drop(d.send(Err(e.clone())))),
+    }
+}
+
+async fn write(raft: &Raft, log: &LogStore, entry: Entry) -> Result<Outcome, ProposeError> {
+    match raft.client_write(entry).await {
+        Ok(resp) => Ok(resp.data),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
+        Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
+        Err(RaftError::Fatal(f)) => {
+            let why = log.poisoned().unwrap_or_else(|| f.to_string());
+            Err(ProposeError::Storage(why))
+        }
+    }
+}
