@@ -10,6 +10,9 @@ use crate::types::{LogId, RaftEntry};
 
 /// Entries kept decoded in memory after their append.
 const CACHE_ENTRIES_MAX: usize = 8192;
+/// Encoded bytes of the cached entries at most. A count alone let large
+/// entries (pushes of thousands of messages, batches) pin gigabytes.
+const CACHE_BYTES_MAX: usize = 64 << 20;
 
 #[derive(Default)]
 pub struct LogIndex {
@@ -18,7 +21,9 @@ pub struct LogIndex {
     /// For each index from `first`: its log id and, once written, its record.
     pub locs: VecDeque<(LogId, Option<RecordPos>)>,
     pub last_purged: Option<LogId>,
-    cache: BTreeMap<u64, RaftEntry>,
+    /// Recent entries with their encoded size.
+    cache: BTreeMap<u64, (RaftEntry, usize)>,
+    cache_bytes: usize,
 }
 
 impl LogIndex {
@@ -33,7 +38,8 @@ impl LogIndex {
 
     /// Adds an entry at the end, dropping any entries at or after its index
     /// (a leader overwriting a follower's uncommitted tail).
-    pub fn push(&mut self, id: LogId, pos: Option<RecordPos>, entry: Option<RaftEntry>) {
+    /// `entry` comes with its encoded size, which bounds the cache.
+    pub fn push(&mut self, id: LogId, pos: Option<RecordPos>, entry: Option<(RaftEntry, usize)>) {
         if self.locs.is_empty() {
             self.first = id.index;
         }
@@ -45,8 +51,11 @@ impl LogIndex {
         }
         assert_eq!(id.index, self.end(), "log indexes must be contiguous");
         self.locs.push_back((id, pos));
-        if let Some(e) = entry {
-            self.cache.insert(id.index, e);
+        if let Some((e, bytes)) = entry {
+            self.cache_bytes += bytes;
+            if let Some((_, old)) = self.cache.insert(id.index, (e, bytes)) {
+                self.cache_bytes -= old;
+            }
             self.evict();
         }
     }
@@ -54,14 +63,16 @@ impl LogIndex {
     /// Trims the cache to its bound, never dropping an entry that is not yet
     /// on disk (it could not be read back).
     fn evict(&mut self) {
-        while self.cache.len() > CACHE_ENTRIES_MAX {
+        while self.cache.len() > CACHE_ENTRIES_MAX || self.cache_bytes > CACHE_BYTES_MAX {
             let Some(&oldest) = self.cache.keys().next() else {
                 return;
             };
             if self.get(oldest).is_some_and(|(_, pos)| pos.is_none()) {
                 return;
             }
-            self.cache.remove(&oldest);
+            if let Some((_, bytes)) = self.cache.remove(&oldest) {
+                self.cache_bytes -= bytes;
+            }
         }
     }
 
@@ -80,7 +91,8 @@ impl LogIndex {
         while self.end() > since.max(self.first) && !self.locs.is_empty() {
             self.locs.pop_back();
         }
-        self.cache.split_off(&since);
+        let dropped = self.cache.split_off(&since);
+        self.cache_bytes -= dropped.values().map(|(_, b)| b).sum::<usize>();
     }
 
     /// Drops entries at and before `upto`.
@@ -92,7 +104,9 @@ impl LogIndex {
         if self.locs.is_empty() {
             self.first = upto.index + 1;
         }
-        self.cache = self.cache.split_off(&(upto.index + 1));
+        let kept = self.cache.split_off(&(upto.index + 1));
+        self.cache_bytes -= self.cache.values().map(|(_, b)| b).sum::<usize>();
+        self.cache = kept;
         if self.last_purged.is_none_or(|p| p.index < upto.index) {
             self.last_purged = Some(upto);
         }
@@ -103,6 +117,43 @@ impl LogIndex {
     }
 
     pub fn cached(&self, index: u64) -> Option<&RaftEntry> {
-        self.cache.get(&index)
+        self.cache.get(&index).map(|(e, _)| e)
+    }
+
+    /// Encoded bytes the cache holds.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(index: u64) -> (LogId, RaftEntry) {
+        let id = LogId::new(CommittedLeaderId::new(1, 1), index);
+        (id, RaftEntry { log_id: id, payload: EntryPayload::Blank })
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_bytes_but_keeps_what_is_not_on_disk() {
+        let mut idx = LogIndex::default();
+        let big = CACHE_BYTES_MAX / 4;
+        for i in 1..=10 {
+            let (id, e) = entry(i);
+            idx.push(id, None, Some((e, big)));
+        }
+        // Nothing is on disk yet: nothing may be dropped.
+        assert!(idx.cached(1).is_some() && idx.cached(10).is_some());
+        for i in 1..=10 {
+            let (id, _) = entry(i);
+            idx.set_pos(i, id, RecordPos { segment: 1, offset: i * 100 });
+        }
+        assert!(idx.cached_bytes() <= CACHE_BYTES_MAX, "{} cached bytes", idx.cached_bytes());
+        assert!(idx.cached(1).is_none(), "the oldest went first");
+        assert!(idx.cached(10).is_some(), "the newest stays");
+        idx.purge(entry(10).0);
+        assert_eq!(idx.cached_bytes(), 0);
     }
 }

@@ -187,9 +187,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         {
             let mut idx = self.inner.index.lock();
             for e in entries {
-                records.push(encode(&WalRecord::Entry(e.clone())));
+                let record = encode(&WalRecord::Entry(e.clone()));
+                let bytes = record.len();
+                records.push(record);
                 ids.push(e.log_id);
-                idx.push(e.log_id, None, Some(e));
+                idx.push(e.log_id, None, Some((e, bytes)));
             }
         }
         let inner = self.inner.clone();
