@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 
 use crate::check::Record;
 use crate::progress::Progress;
@@ -24,6 +26,67 @@ const POP_PARTITIONS: usize = 16;
 /// stops waiting: the rest is judged lost rather than waited on until the
 /// deadline. Long enough to ride out a broker pause.
 const IDLE_MICROS: u64 = 5_000_000;
+
+/// The parts of a pop answer the checks read. Typed and borrowing, so the
+/// load generator spends its share of the machine on load, not on
+/// building JSON trees.
+#[derive(Deserialize)]
+struct PopAnswer<'a> {
+    #[serde(borrow, default)]
+    messages: Vec<Option<PopMessage<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PopMessage<'a> {
+    #[serde(borrow, default)]
+    partition: Cow<'a, str>,
+    #[serde(default = "no_offset")]
+    offset: i64,
+    #[serde(borrow)]
+    transaction_id: Cow<'a, str>,
+    #[serde(borrow)]
+    partition_id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    lease_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    delivery_attempt: Option<u64>,
+    #[serde(default)]
+    data: Option<Stamped>,
+}
+
+fn no_offset() -> i64 {
+    -1
+}
+
+/// What producers of the bench put in a payload: send time and sequence.
+#[derive(Deserialize, Default)]
+struct Stamped {
+    t: Option<u64>,
+    s: Option<u64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AckItem<'a> {
+    transaction_id: &'a str,
+    partition_id: &'a str,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AckBody<'a> {
+    acknowledgments: Vec<AckItem<'a>>,
+    consumer_group: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct AckAnswer {
+    success: bool,
+}
 
 pub fn now_micros() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
@@ -131,9 +194,9 @@ impl Worker {
             if !status.is_success() {
                 return Err(format!("pop answered {status}: {}", String::from_utf8_lossy(&body)));
             }
-            let v: Value = serde_json::from_slice(&body).map_err(|e| format!("pop answer is not JSON: {e}"))?;
-            let msgs: Vec<&Value> =
-                v["messages"].as_array().map(|m| m.iter().filter(|x| !x.is_null()).collect()).unwrap_or_default();
+            let answer: PopAnswer =
+                serde_json::from_slice(&body).map_err(|e| format!("pop answer is not the expected JSON: {e}"))?;
+            let msgs: Vec<PopMessage> = answer.messages.into_iter().flatten().collect();
             if msgs.is_empty() {
                 if done || self.stalled(&shared) {
                     break;
@@ -144,22 +207,24 @@ impl Worker {
             let mut recs = Vec::with_capacity(msgs.len());
             let mut acks = Vec::with_capacity(msgs.len());
             for m in &msgs {
-                if let Some(sent) = m["data"]["t"].as_u64() {
+                let data = m.data.as_ref();
+                if let Some(sent) = data.and_then(|d| d.t) {
                     st.end_to_end.record(now.saturating_sub(sent));
                 }
                 recs.push(Record {
                     group: self.group_index,
-                    partition: m["partition"].as_str().unwrap_or("").to_string(),
-                    offset: m["offset"].as_i64().unwrap_or(-1),
-                    txn: m["transactionId"].as_str().unwrap_or("").to_string(),
-                    seq: m["data"]["s"].as_u64(),
-                    attempt: m["deliveryAttempt"].as_u64().unwrap_or(1),
+                    partition: m.partition.to_string(),
+                    offset: m.offset,
+                    txn: m.transaction_id.to_string(),
+                    seq: data.and_then(|d| d.s),
+                    attempt: m.delivery_attempt.unwrap_or(1),
                 });
-                let mut ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "status": "completed"});
-                if let Some(l) = m["leaseId"].as_str().filter(|l| !l.is_empty()) {
-                    ack["leaseId"] = json!(l);
-                }
-                acks.push(ack);
+                acks.push(AckItem {
+                    transaction_id: &m.transaction_id,
+                    partition_id: &m.partition_id,
+                    status: "completed",
+                    lease_id: m.lease_id.as_deref().filter(|l| !l.is_empty()),
+                });
             }
             // Recorded before the ack: the partition's next lease (maybe in
             // another worker) can only start after the ack commits, so the
@@ -169,14 +234,23 @@ impl Worker {
             shared.last_progress[self.group_index].store(now, Ordering::Relaxed);
             progress.add(0, msgs.len() as u64);
             let t = Instant::now();
-            let body = json!({"acknowledgments": acks, "consumerGroup": self.group});
-            let r = http.post(&ack_url).json(&body).send().await.map_err(|e| format!("ack failed: {e}"))?;
+            let body = serde_json::to_vec(&AckBody { acknowledgments: acks, consumer_group: self.group.as_deref() })
+                .expect("acks encode");
+            let r = http
+                .post(&ack_url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| format!("ack failed: {e}"))?;
             if !r.status().is_success() {
                 return Err(format!("ack answered {}", r.status()));
             }
-            let answer: Value = r.json().await.map_err(|e| format!("ack answer is not JSON: {e}"))?;
+            let bytes = r.bytes().await.map_err(|e| format!("ack answer: {e}"))?;
+            let answer: Vec<AckAnswer> =
+                serde_json::from_slice(&bytes).map_err(|e| format!("ack answer is not the expected JSON: {e}"))?;
             st.ack.record(t.elapsed().as_micros() as u64);
-            let refused = answer.as_array().map_or(0, |a| a.iter().filter(|x| x["success"] == json!(false)).count());
+            let refused = answer.iter().filter(|x| !x.success).count();
             if refused > 0 {
                 // A refused ack (usually an expired lease) means the broker
                 // will legitimately deliver those messages again.

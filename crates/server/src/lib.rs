@@ -12,6 +12,7 @@
 pub mod config;
 pub mod ephemeral;
 pub mod http;
+pub mod ids;
 pub mod node;
 pub mod proposer;
 pub mod sealing;

@@ -166,7 +166,7 @@ pub async fn retry_dead_letter(
         partition: entry.partition.clone(),
         transaction_id: body.transaction_id,
         trace_id: body.trace_id,
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        message_id: *crate::ids::new_id().as_bytes(),
         payload: body.payload,
     };
     let cmd = Command::RetryDeadLetter { partition_id, transaction_id: txn.clone(), item: item.clone() };

@@ -158,7 +158,7 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
             m.state.pop_would_act(&req.cmd.target, &req.cmd.group, node.stamp())
         };
         if act {
-            req.cmd.lease_id = uuid::Uuid::now_v7().to_string();
+            req.cmd.lease_id = crate::ids::new_id().to_string();
             let outcome = node.propose(Command::Pop(req.cmd.clone())).await?;
             let Outcome::Pop(result) = outcome else {
                 return Err(ApiError::internal(format!("pop answered {outcome:?}")));

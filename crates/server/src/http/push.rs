@@ -204,7 +204,7 @@ fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem
         }
     };
     let transaction_id = match f.transaction_id {
-        None | Some("") => uuid::Uuid::now_v7().to_string(),
+        None | Some("") => crate::ids::new_id().to_string(),
         Some(t) if t.len() > TRANSACTION_ID_BYTES_MAX => {
             return Err(ApiError::too_large(at(format!(
                 "transactionId is {} bytes; the limit is {TRANSACTION_ID_BYTES_MAX}",
@@ -224,7 +224,7 @@ fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem
         partition,
         transaction_id,
         trace_id: f.trace_id,
-        message_id: f.message_id.unwrap_or_else(|| *uuid::Uuid::now_v7().as_bytes()),
+        message_id: f.message_id.unwrap_or_else(|| *crate::ids::new_id().as_bytes()),
         payload,
     })
 }

@@ -84,7 +84,7 @@ pub fn parse_op(i: usize, v: &Value) -> Result<TimerOp, Response> {
         }
     };
     let txn = match text("txn") {
-        None | Some("") => uuid::Uuid::now_v7().to_string(),
+        None | Some("") => crate::ids::new_id().to_string(),
         Some(t) if t.len() > regina_types::limits::TRANSACTION_ID_BYTES_MAX => {
             return Err(bad("timers_bad_body", format!("operations[{i}]: txn is too long")))
         }
@@ -95,7 +95,7 @@ pub fn parse_op(i: usize, v: &Value) -> Result<TimerOp, Response> {
         timer_key,
         partition,
         txn,
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        message_id: *crate::ids::new_id().as_bytes(),
         payload,
         delay_ms,
     }))

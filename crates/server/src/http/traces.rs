@@ -64,7 +64,7 @@ pub async fn record(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReje
             data.len()
         )));
     }
-    let id = *uuid::Uuid::now_v7().as_bytes();
+    let id = *crate::ids::new_id().as_bytes();
     let event = TraceEvent {
         id,
         partition_id,

@@ -148,7 +148,7 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
             TxnOp::Ack { .. } => None,
         }),
     );
-    let txn_id = uuid::Uuid::now_v7().to_string();
+    let txn_id = crate::ids::new_id().to_string();
     let outcome = node
         .propose(Command::Transaction(TxnCmd { ops: ops.clone(), kv: kv.clone(), timers: timer_ops.clone() }))
         .await?;
