@@ -56,21 +56,37 @@ run() {
 
 for parts in 1 1000 100000; do
   for batch in 1 10 100; do
-    run "push batch $batch, $parts partitions" push --batch "$batch" --payload 256 --partitions "$parts" --producers 16 --seconds "$secs"
+    run "push batch $batch, $parts partitions" push --batch "$batch" --payload 256 --partitions "$parts" --producers 64 --seconds "$secs"
   done
 done
-run "consume, 1 group" consume --messages 500000 --partitions 1000 --batch 100 --consumers 4 --groups 1 --seconds 60
-run "consume, 3 groups" consume --messages 200000 --partitions 1000 --batch 100 --consumers 2 --groups 3 --seconds 60
+run "consume, 1 group" consume --messages 1000000 --partitions 1000 --batch 100 --consumers 8 --groups 1 --seconds 60
+run "consume, 3 groups" consume --messages 300000 --partitions 1000 --batch 100 --consumers 3 --groups 3 --seconds 60
 for rate in 5000 20000 50000; do
-  run "e2e at $rate msg/s" e2e --rate "$rate" --partitions 1000 --seconds "$secs" --groups 1
+  run "e2e at $rate msg/s" e2e --rate "$rate" --partitions 1000 --seconds "$secs" --groups 1 --consumers 16
 done
 run "txn" txn --producers 32 --messages 200000 --seconds "$secs"
 run "kv" kv --producers 8 --ratio 0.8 --keys 1000 --seconds "$secs"
 run "timers" timers --messages 10000 --seconds 20
 run "partitions" partitions --partitions 1000000
 # One queue grown through every count: pop latency and memory per partition
-# must stay flat.
-run "scale" scale --steps "${BENCH_SCALE_STEPS:-1000,10000,100000,1000000,10000000}" --pops 2000
+# must stay flat. Then the same broker is killed with SIGKILL and timed until
+# it serves again with every one of those partitions on disk.
+echo "bench: scale, then restart (fsync on)" >&2
+start_broker
+r="$("$bench" scale --steps "${BENCH_SCALE_STEPS:-1000,10000,100000,1000000,10000000}" --pops 2000 \
+  --url "$url" --pid "$pid" --tag fsync=on 2>/dev/null || true)"
+if [ -n "$r" ]; then
+  runs+=("$r")
+  scale_queue="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["queue"])' "$r")"
+  scale_parts="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["steps"][-1]["partitions"])' "$r")"
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  "$root/target/release/regina" --port "$port" --data-dir "$data" > "$data.log" 2>&1 &
+  pid=$!
+  r="$("$bench" wait-ready --url "$url" --queue "$scale_queue" --seconds 120 --tag fsync=on \
+    --tag "partitionsOnDisk=$scale_parts" 2>/dev/null || true)"
+  [ -n "$r" ] && runs+=("$r")
+fi
+stop_broker
 
 # restart: 1,000,000 messages on disk, SIGKILL, then time until a pop is answered.
 echo "bench: restart" >&2
@@ -79,16 +95,16 @@ start_broker
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
 "$root/target/release/regina" --port "$port" --data-dir "$data" > "$data.log" 2>&1 &
 pid=$!
-r="$("$bench" wait-ready --url "$url" --queue bench --seconds 60 --tag fsync=on 2>/dev/null || true)"
+r="$("$bench" wait-ready --url "$url" --queue bench --seconds 60 --tag fsync=on --tag messagesOnDisk=1000000 2>/dev/null || true)"
 stop_broker
 [ -n "$r" ] && runs+=("$r")
 
 # The same loads without fsync: the difference is what durability costs.
 broker_args=(--fsync off)
 fsync=off
-run "push batch 100, 1000 partitions" push --batch 100 --payload 256 --partitions 1000 --producers 16 --seconds "$secs"
-run "push batch 10, 1000 partitions" push --batch 10 --payload 256 --partitions 1000 --producers 16 --seconds "$secs"
-run "consume, 1 group" consume --messages 500000 --partitions 1000 --batch 100 --consumers 4 --groups 1 --seconds 60
+run "push batch 100, 1000 partitions" push --batch 100 --payload 256 --partitions 1000 --producers 64 --seconds "$secs"
+run "push batch 10, 1000 partitions" push --batch 10 --payload 256 --partitions 1000 --producers 64 --seconds "$secs"
+run "consume, 1 group" consume --messages 1000000 --partitions 1000 --batch 100 --consumers 8 --groups 1 --seconds 60
 run "txn" txn --producers 32 --messages 200000 --seconds "$secs"
 broker_args=()
 fsync=on

@@ -38,6 +38,7 @@ pub struct BodyRecord {
     pub created_ms: u64,
     pub trace_id: Option<[u8; 16]>,
     pub transaction_id: String,
+    #[serde(with = "serde_bytes")]
     pub payload: Vec<u8>,
 }
 

@@ -24,6 +24,7 @@ pub const KV_SWEEP_ROWS_MAX: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvRow {
     /// Compact JSON text, as received.
+    #[serde(with = "serde_bytes")]
     pub value: Vec<u8>,
     pub version: u64,
     /// `None`: forever.

@@ -17,6 +17,7 @@ pub struct TimerRow {
     /// Minted when scheduled; the fired message carries it.
     pub message_id: [u8; 16],
     /// The payload's JSON text.
+    #[serde(with = "serde_bytes")]
     pub payload: Vec<u8>,
     pub deliver_at_ms: u64,
     pub created_ms: u64,
@@ -30,6 +31,7 @@ pub struct ScheduleOp {
     pub partition: String,
     pub txn: String,
     pub message_id: [u8; 16],
+    #[serde(with = "serde_bytes")]
     pub payload: Vec<u8>,
     /// Relative to the entry's time; negative fires at the next check.
     pub delay_ms: i64,

@@ -24,6 +24,7 @@ pub struct TraceEvent {
     pub names: Vec<String>,
     pub event_type: String,
     /// JSON text.
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
     pub created_ms: u64,
 }
