@@ -121,6 +121,8 @@ for r in d["runs"]:
 json.dump(d, open(sys.argv[1], "w"), indent=1)
 PY
 echo "bench: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$out/results.json") runs in $out/results.json" >&2
+python3 "$root/scripts/bench-tables.py" "$out/results.json" > "$out/tables.md" &&
+  echo "bench: tables for docs/benchmarks.md in $out/tables.md" >&2
 if "$bench" chart --input "$out/results.json" --out "$root/docs/charts" 2>/dev/null; then
   echo "bench: charts in docs/charts" >&2
 fi
