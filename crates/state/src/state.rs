@@ -42,6 +42,11 @@ pub struct State {
     pub timers: crate::timers::Timers,
 }
 
+/// Tag in front of every encoded state. Bump it whenever a field of the
+/// state (or of anything it holds) changes: 2 added the groups' ready sets
+/// and the partitions' lazy transaction-id index.
+pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT2";
+
 /// The result of applying one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
@@ -134,13 +139,25 @@ impl State {
         (self.queues.entry(id).or_insert(q), true)
     }
 
-    /// Encodes the whole state for a snapshot.
+    /// Encodes the whole state for a snapshot, behind [`STATE_FORMAT`].
     pub fn encode(&self) -> Vec<u8> {
-        bincode::serialize(self).expect("state always encodes")
+        let mut out = STATE_FORMAT.to_vec();
+        bincode::serialize_into(&mut out, self).expect("state always encodes");
+        out
     }
 
+    /// Decodes a snapshot's state. A state of another format is refused
+    /// with a message rather than read: bincode has no field names, so an
+    /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
-        bincode::deserialize(bytes).map_err(|e| format!("undecodable state snapshot: {e}"))
+        let Some(body) = bytes.strip_prefix(STATE_FORMAT.as_slice()) else {
+            return Err(format!(
+                "the snapshot's state is not in format {} (written by another Regina version); \
+                 this version cannot read it",
+                String::from_utf8_lossy(STATE_FORMAT)
+            ));
+        };
+        bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))
     }
 
     /// Total messages kept, across queues.

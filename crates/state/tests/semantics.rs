@@ -561,3 +561,13 @@ fn a_wildcard_pop_only_walks_partitions_with_work() {
     assert_eq!(offsets(&r).len(), 1);
     assert!(ready(&h).len() >= 198, "the other lapsed leases made their partitions ready");
 }
+
+#[test]
+fn a_snapshot_of_another_format_is_refused_not_misread() {
+    let h = Harness::new();
+    let bytes = h.state.encode();
+    assert!(regina_state::State::decode(&bytes).is_ok());
+    // The same state without its format tag, as an older version wrote it.
+    let err = regina_state::State::decode(&bytes[8..]).unwrap_err();
+    assert!(err.contains("format"), "{err}");
+}
