@@ -91,9 +91,9 @@ pub struct Partition {
     pub msgs: VecDeque<MsgMeta>,
     /// Transaction-id hash to its newest offset among the remembered ones
     /// (from `txn_forgotten`), for dedup and ack resolution; kept only
-    /// while `indexed` (from [`INDEX_FROM`] messages on).
-    txn_index: TxnIndex,
-    indexed: bool,
+    /// once built (from [`INDEX_FROM`] messages on); boxed so that the many
+    /// small partitions pay one word for it.
+    txn_index: Option<Box<TxnIndex>>,
     /// Offsets below this have been forgotten by `txn_index`.
     pub txn_forgotten: u64,
     /// One cursor per group of the queue, indexed by group number.
@@ -109,8 +109,7 @@ impl Partition {
             name,
             base: 0,
             msgs: VecDeque::with_capacity(1),
-            txn_index: TxnIndex::default(),
-            indexed: false,
+            txn_index: None,
             txn_forgotten: 0,
             cursors: Vec::new(),
             created_ms: now_ms,
@@ -168,8 +167,8 @@ impl Partition {
     }
 
     fn forget_txn(&mut self, hash: u128, offset: u64) {
-        if self.indexed && self.txn_index.get(&split(hash)) == Some(&offset) {
-            self.txn_index.remove(&split(hash));
+        if let Some(index) = self.txn_index.as_mut().filter(|i| i.get(&split(hash)) == Some(&offset)) {
+            index.remove(&split(hash));
         }
     }
 
@@ -177,23 +176,24 @@ impl Partition {
     pub fn push_meta(&mut self, meta: MsgMeta) -> u64 {
         let offset = self.next_offset();
         self.msgs.push_back(meta);
-        if self.indexed {
-            self.txn_index.insert(meta.txn, offset);
+        if let Some(index) = &mut self.txn_index {
+            index.insert(meta.txn, offset);
         } else if self.msgs.len() >= INDEX_FROM {
             // Oldest first, so a repeated id ends on its newest offset.
+            let mut index = TxnIndex::default();
             for off in self.txn_forgotten.max(self.base)..self.next_offset() {
                 let m = self.meta(off).expect("kept offsets");
-                self.txn_index.insert(m.txn, off);
+                index.insert(m.txn, off);
             }
-            self.indexed = true;
+            self.txn_index = Some(Box::new(index));
         }
         offset
     }
 
     /// The newest remembered offset with this transaction-id hash.
     pub fn remembered_txn(&self, hash: u128) -> Option<u64> {
-        if self.indexed {
-            return self.txn_index.get(&split(hash)).copied();
+        if let Some(index) = &self.txn_index {
+            return index.get(&split(hash)).copied();
         }
         (self.txn_forgotten.max(self.base)..self.next_offset())
             .rev()
@@ -229,7 +229,7 @@ mod tests {
     /// scanning small partition must agree with.
     fn always_indexed() -> Partition {
         let mut p = Partition::new(1, "p".into(), 0);
-        p.indexed = true;
+        p.txn_index = Some(Box::default());
         p
     }
 
@@ -266,12 +266,13 @@ mod tests {
                     assert_eq!(small.remembered_txn(h), reference.remembered_txn(h), "seed {seed}, hash {h}");
                 }
             }
-            assert!(small.indexed || small.msgs.len() < INDEX_FROM);
+            assert!(small.txn_index.is_some() || small.msgs.len() < INDEX_FROM);
         }
     }
 
     #[test]
-    fn message_metadata_stays_small() {
+    fn message_metadata_and_partitions_stay_small() {
         assert_eq!(std::mem::size_of::<MsgMeta>(), 40);
+        assert!(std::mem::size_of::<Partition>() <= 144, "{}", std::mem::size_of::<Partition>());
     }
 }
