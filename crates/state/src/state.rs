@@ -44,8 +44,8 @@ pub struct State {
 
 /// Tag in front of every encoded state. Bump it whenever a field of the
 /// state (or of anything it holds) changes: 2 added the groups' ready sets
-/// and the partitions' lazy transaction-id index.
-pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT2";
+/// and the partitions' lazy transaction-id index, 3 boxed that index.
+pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT3";
 
 /// The result of applying one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
