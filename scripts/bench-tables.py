@@ -23,39 +23,42 @@ def check(r):
     return f"FAILED: lost {c.get('lost')}, duplicates {c.get('duplicates')}, out of order {c.get('outOfOrder')}"
 
 
+def table(title, *columns):
+    """Prints a table's heading, header row and alignment row; a column
+    named with a leading ">" is right-aligned (numbers)."""
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(c.lstrip(">") for c in columns) + " |")
+    print("|" + "|".join("---:" if c.startswith(">") else "---" for c in columns) + "|")
+
+
 def main(path):
     runs = json.load(open(path))["runs"]
     on = [r for r in runs if r.get("fsync", "on") == "on"]
     off = [r for r in runs if r.get("fsync") == "off"]
     by = lambda rs, s: [r for r in rs if r.get("scenario") == s]
 
-    print("### Push (closed loop, 256-byte payloads)\n")
-    print("| partitions | batch | producers | msg/s | request p50 ms | p99 ms | p99.9 ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    table("Push (closed loop, 256-byte payloads)",
+          ">partitions", ">batch", ">producers", ">msg/s", ">request p50 ms", ">p99 ms", ">p99.9 ms")
     for r in by(on, "push"):
         l = r.get("latencyMs")
         print(f"| {num(r['partitions'])} | {r['batch']} | {r['producers']} | {num(r['messagesPerSecond'])} "
               f"| {ms(l, 'p50')} | {ms(l)} | {ms(l, 'p999')} |")
 
-    print("\n### Consume (preloaded, pop batch 100 + batch ack, every message checked)\n")
-    print("| consumed | groups x consumers | consumed msg/s | pop p50 / p99 ms | ack p50 / p99 ms | check |")
-    print("|---:|---|---:|---:|---:|---|")
+    table("Consume (preloaded, pop batch 100 + batch ack, every message checked)",
+          ">consumed", "groups x consumers", ">consumed msg/s", ">pop p50 / p99 ms", ">ack p50 / p99 ms", "check")
     for r in by(on, "consume"):
         print(f"| {num(r['consumed'])} | {r['groups']} x {r['consumersPerGroup']} | {num(r['messagesPerSecond'])} "
               f"| {ms(r.get('popLatencyMs'), 'p50')} / {ms(r.get('popLatencyMs'))} "
               f"| {ms(r.get('ackLatencyMs'), 'p50')} / {ms(r.get('ackLatencyMs'))} | {check(r)} |")
 
-    print("\n### End to end (open loop, 1,000 partitions, push-to-consume latency from the intended send time)\n")
-    print("| offered msg/s | achieved msg/s | consumers | p50 ms | p99 ms | p99.9 ms | check |")
-    print("|---:|---:|---:|---:|---:|---:|---|")
+    table("End to end (open loop, 1,000 partitions, push-to-consume latency from the intended send time)",
+          ">offered msg/s", ">achieved msg/s", ">consumers", ">p50 ms", ">p99 ms", ">p99.9 ms", "check")
     for r in by(on, "e2e"):
         l = r.get("latencyMs")
         print(f"| {num(r['offeredRate'])} | {num(r['achievedRate'])} | {r['consumersPerGroup']} | {ms(l, 'p50')} "
               f"| {ms(l)} | {ms(l, 'p999')} | {check(r)} |")
 
-    print("\n### Steps, KV, timers, partitions, restart\n")
-    print("| scenario | figure |")
-    print("|---|---|")
+    table("Steps, KV, timers, partitions, restart", "scenario", "figure")
     for r in by(on, "txn"):
         l = r.get("latencyMs")
         print(f"| `txn` (ack + push + KV put per step, {r['workers']} workers) | {num(r['stepsPerSecond'])} steps/s, "
@@ -77,19 +80,17 @@ def main(path):
         print(f"| `restart` ({what} on disk, SIGKILL) | serving again {r['secondsUntilServing']:.2f} s after the restart |")
 
     for r in by(on, "scale"):
-        print("\n### Scale (one queue grown step by step; pops are wildcard, batch 1, each acked)\n")
-        print("| partitions | created/s | RSS bytes/partition | pop p50 ms | pop p99 ms | pop+ack p99 ms "
-              "| named pop p50 / p99 ms |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+        table("Scale (one queue grown step by step; pops are wildcard, batch 1, each acked)",
+              ">partitions", ">created/s", ">RSS bytes/partition", ">pop p50 ms", ">pop p99 ms", ">pop+ack p99 ms",
+              ">named pop p50 / p99 ms")
         for s in r["steps"]:
             p, pa, n = s.get("popLatencyMs"), s.get("popAckLatencyMs"), s.get("namedPopLatencyMs")
             print(f"| {num(s['partitions'])} | {num(s['createdPerSecond'])} | {num(s['rssBytesPerPartition'])} "
                   f"| {ms(p, 'p50')} | {ms(p)} | {ms(pa)} | {ms(n, 'p50')} / {ms(n)} |")
 
     if off:
-        print("\n### The same runs with fsync off (NOT durable; shows what durability costs)\n")
-        print("| run | fsync on | fsync off |")
-        print("|---|---:|---:|")
+        table("The same runs with fsync off (NOT durable; shows what durability costs)",
+              "run", ">fsync on", ">fsync off")
         for r in off:
             s = r["scenario"]
             twin = [x for x in by(on, s) if all(x.get(k) == r.get(k) for k in ("batch", "partitions", "groups"))

@@ -14,7 +14,7 @@ use crate::check::{self, Expected};
 use crate::consume::{finish, push_items};
 use crate::consumer::{self, now_micros, Shared};
 use crate::progress::Progress;
-use crate::scenarios::client;
+use crate::scenarios::{client, join_all};
 use crate::stats::Samples;
 
 /// After producers stop, consumers get this long to drain what was sent.
@@ -106,17 +106,12 @@ pub async fn run(a: &Args) -> Result<Value, String> {
         tasks.push(tokio::spawn(produce(http, a, queue, p, owned, per_producer, start, start_epoch_us, progress)));
     }
     let (mut expected, mut push, mut behind) = (Expected::new(), Samples::default(), 0u64);
-    let mut produce_err = None;
-    for t in tasks {
-        match t.await.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(p) => {
-                expected.extend(p.expected);
-                push.merge(p.push);
-                behind += p.behind;
-            }
-            Err(e) => produce_err = Some(e),
-        }
-    }
+    let produced = join_all(tasks, |p: Produced| {
+        expected.extend(p.expected);
+        push.merge(p.push);
+        behind += p.behind;
+    })
+    .await;
     let send_secs = start.elapsed().as_secs_f64();
     // Consumers now know how much to read, and stop once they have it. The
     // idle clock restarts here so a quiet send phase does not count.
@@ -126,9 +121,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     shared.target.store(expected.len() as u64, Ordering::Relaxed);
     let stats = consumer::join(consumers).await;
     progress.finish();
-    if let Some(e) = produce_err {
-        return Err(e);
-    }
+    produced?;
     let stats = stats?;
     let secs = start.elapsed().as_secs_f64();
 

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::consume::push_items;
 use crate::progress::Progress;
+use crate::scenarios::join_all;
 use crate::stats::Samples;
 
 pub const ITEMS_PER_PUSH: u64 = 1000;
@@ -85,19 +86,8 @@ pub async fn create(
         }));
     }
     let mut lat = Samples::default();
-    let mut err = None;
-    // Every task is joined even after a failure, so none keeps pushing
-    // behind the caller's back.
-    for task in tasks {
-        match task.await.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(l) => lat.merge(l),
-            Err(e) => err = Some(e),
-        }
-    }
-    match err {
-        Some(e) => Err(e),
-        None => Ok(lat),
-    }
+    join_all(tasks, |l| lat.merge(l)).await?;
+    Ok(lat)
 }
 
 /// The number in a name [`partition_name`] made, `None` for any other name.

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::args::Args;
 use crate::progress::Progress;
-use crate::scenarios::client;
+use crate::scenarios::{client, join_all};
 use crate::stats::Samples;
 
 const NS: &str = "bench";
@@ -122,22 +122,15 @@ pub async fn run(a: &Args) -> Result<Value, String> {
         .map(|id| tokio::spawn(worker(http.clone(), a.clone(), id, deadline, progress.clone(), incr_applied.clone())))
         .collect();
     let mut all = Tally::default();
-    let mut err = None;
-    for task in tasks {
-        match task.await.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(t) => {
-                all.get.merge(t.get);
-                all.put.merge(t.put);
-                all.incr.merge(t.incr);
-                all.conflicts += t.conflicts;
-            }
-            Err(e) => err = Some(e),
-        }
-    }
+    let joined = join_all(tasks, |t: Tally| {
+        all.get.merge(t.get);
+        all.put.merge(t.put);
+        all.incr.merge(t.incr);
+        all.conflicts += t.conflicts;
+    })
+    .await;
     progress.finish();
-    if let Some(e) = err {
-        return Err(e);
-    }
+    joined?;
     let secs = started.elapsed().as_secs_f64();
     let after = counter_sum(&http, &a.url).await?;
     let incrs = incr_applied.load(Ordering::Relaxed);

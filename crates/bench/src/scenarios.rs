@@ -18,6 +18,23 @@ pub fn client() -> reqwest::Client {
         .expect("an HTTP client")
 }
 
+/// Joins every task, even after one failed (so none keeps loading the
+/// broker behind the caller's back), hands each result to `fold`, and
+/// returns the last error if any task failed.
+pub async fn join_all<T>(
+    tasks: Vec<tokio::task::JoinHandle<Result<T, String>>>,
+    mut fold: impl FnMut(T),
+) -> Result<(), String> {
+    let mut err = None;
+    for task in tasks {
+        match task.await.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok(t) => fold(t),
+            Err(e) => err = Some(e),
+        }
+    }
+    err.map_or(Ok(()), Err)
+}
+
 fn batch_body(a: &Args, producer: usize, seq: &mut u64, payload: &str) -> String {
     let items: Vec<Value> = (0..a.batch)
         .map(|_| {

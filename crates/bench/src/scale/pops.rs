@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use crate::progress::Progress;
+use crate::scenarios::join_all;
 use crate::stats::Samples;
 
 /// The consumer group every `scale` pop reads with. A named group (rather
@@ -88,17 +89,8 @@ pub async fn measure(
         }));
     }
     let mut all = Measured::default();
-    let mut err = None;
-    for t in tasks {
-        match t.await.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(m) => all.merge(m),
-            Err(e) => err = Some(e),
-        }
-    }
-    match err {
-        Some(e) => Err(e),
-        None => Ok(all),
-    }
+    join_all(tasks, |m| all.merge(m)).await?;
+    Ok(all)
 }
 
 /// One pop and, if it brought a message, its ack.
