@@ -14,10 +14,10 @@ use openraft::{BasicNode, Config as RaftConfig, SnapshotPolicy};
 use regina_consensus::network::NoPeers;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
 use regina_state::{Command, Outcome};
+use regina_storage::{RealIo, WalOptions};
 
 pub use crate::proposer::ProposeError;
 use crate::proposer::{LeaderClock, Proposer};
-use regina_storage::{RealIo, WalOptions};
 
 pub const NODE_ID: u64 = 1;
 /// Entries between snapshots (openraft's own trigger).

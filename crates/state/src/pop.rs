@@ -248,12 +248,7 @@ impl State {
             let vis = Visibility::of(&q.options);
             let visible = |pidx: u32| {
                 let p = &q.partitions[pidx as usize];
-                let next = match p.cursor(gid) {
-                    Some(c) if c.live_lease(now).is_some() => return false,
-                    Some(c) => c.next.max(p.base),
-                    None => q.seed_for(gid, pidx),
-                };
-                vis.end(p, next, now) > next
+                q.unleased_next(gid, pidx, now).is_some_and(|next| vis.end(p, next, now) > next)
             };
             match named {
                 Some(name) => q.partition_by_name(name).is_some_and(visible),

@@ -27,7 +27,6 @@ pub struct Group {
     /// may also hold some that turn out to have nothing, which a pop
     /// drops). Wildcard pops walk this set instead of every partition, so
     /// their cost follows the partitions with work, not the partition count.
-    #[serde(default)]
     pub ready: BTreeSet<u32>,
 }
 
@@ -144,17 +143,23 @@ impl Queue {
         }
     }
 
-    /// Whether group `gid` could be handed something of partition `pidx`
-    /// at `now` were visibility rules aside: no live lease and a cursor
-    /// (or the seed of a cursor not made yet) short of the end.
-    pub fn has_work(&self, gid: u32, pidx: u32, now_ms: u64) -> bool {
+    /// The next offset group `gid` would be handed from partition `pidx`
+    /// at `now`: its cursor, or the seed of a cursor not made yet; `None`
+    /// while the group holds a live lease there.
+    pub fn unleased_next(&self, gid: u32, pidx: u32, now_ms: u64) -> Option<u64> {
         let p = &self.partitions[pidx as usize];
-        let next = match p.cursor(gid) {
-            Some(c) if c.live_lease(now_ms).is_some() => return false,
-            Some(c) => c.next.max(p.base),
-            None => self.seed_for(gid, pidx),
-        };
-        next < p.next_offset()
+        match p.cursor(gid) {
+            Some(c) if c.live_lease(now_ms).is_some() => None,
+            Some(c) => Some(c.next.max(p.base)),
+            None => Some(self.seed_for(gid, pidx)),
+        }
+    }
+
+    /// Whether group `gid` could be handed something of partition `pidx`
+    /// at `now` were visibility rules aside.
+    pub fn has_work(&self, gid: u32, pidx: u32, now_ms: u64) -> bool {
+        let end = self.partitions[pidx as usize].next_offset();
+        self.unleased_next(gid, pidx, now_ms).is_some_and(|next| next < end)
     }
 
     /// Where a new cursor of `gid` starts in partition `pidx`.
