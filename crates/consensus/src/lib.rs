@@ -7,7 +7,8 @@
 //!   WAL; `append` answers openraft only after the covering fdatasync.
 //! - [`state_machine`]: openraft's state machine over the pure
 //!   `regina_state::State`, writing message bodies and snapshots.
-//! - [`network`]: the peer transport (none yet: a single voter never sends).
+//! - [`network`]: the peer transport, Raft RPCs over HTTP; snapshots carry
+//!   the message-body segments their state points at.
 //!
 //! Nothing here knows what a queue is; it moves opaque entries.
 

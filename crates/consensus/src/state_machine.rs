@@ -7,7 +7,7 @@
 //! lets the log behind it be purged.
 
 use std::io::Cursor;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -38,12 +38,22 @@ pub struct SharedState {
     pub applied: Notify,
     snapshots: SnapshotStore,
     snapshot_seq: AtomicU64,
+    /// Where body segments of a snapshot being received are staged, one
+    /// directory per snapshot id.
+    incoming: PathBuf,
 }
 
 impl SharedState {
     /// Reads a message body written by an applied push.
     pub fn read_body(&self, pos: u64, len: u32) -> std::io::Result<Vec<u8>> {
         self.bodies.read(pos, len as u64).map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// The staging directory of a snapshot being received. `None` when the
+    /// id is not one this crate makes (it names a directory).
+    pub fn staging_dir(&self, snapshot_id: &str) -> Option<PathBuf> {
+        let ours = !snapshot_id.is_empty() && snapshot_id.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+        ours.then(|| self.incoming.join(snapshot_id))
     }
 }
 
@@ -73,12 +83,19 @@ impl StateMachineStore {
             machine.membership = head.meta.last_membership;
         }
         bodies.truncate_from(machine.state.next_body_pos).map_err(|e| e.to_string())?;
+        // A transfer cut short by a crash leaves staged segments that no
+        // snapshot will adopt.
+        let incoming = dir.join("bodies.incoming");
+        if incoming.exists() {
+            std::fs::remove_dir_all(&incoming).map_err(|e| format!("cannot clear {}: {e}", incoming.display()))?;
+        }
         let shared = SharedState {
             machine: RwLock::new(machine),
             bodies,
             applied: Notify::new(),
             snapshots,
             snapshot_seq: AtomicU64::new(0),
+            incoming,
         };
         Ok(StateMachineStore { shared: Arc::new(shared) })
     }
@@ -180,8 +197,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let state = State::decode(&data)
-            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e)))?;
+        let sig = Some(meta.signature());
+        let state =
+            State::decode(&data).map_err(|e| StorageIOError::read_snapshot(sig.clone(), &std::io::Error::other(e)))?;
+        // The sender streamed the body segments its state points at before
+        // the state itself; they replace ours, cut where the state's bodies
+        // end (the log after the snapshot rewrites the rest).
+        if let Some(staged) = self.shared.staging_dir(&meta.snapshot_id).filter(|d| d.exists()) {
+            self.shared.bodies.adopt(&staged).map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        }
+        self.shared.bodies.truncate_from(state.next_body_pos).map_err(|e| StorageIOError::write_snapshot(sig, &e))?;
         let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
         self.shared
             .snapshots

@@ -1,7 +1,7 @@
 //! Where the node listens and keeps its data. Flags win over environment
 //! variables, which win over the embedded defaults.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 pub const DEFAULT_BIND: &str = "127.0.0.1";
@@ -17,6 +17,14 @@ pub struct Config {
     pub encryption_key_file: Option<PathBuf>,
     /// `false` only to measure what durability costs (`--fsync off`).
     pub fsync: bool,
+    /// This node's id in its Raft group (1 when alone).
+    pub node_id: u64,
+    /// Where peers reach this node's Raft routes; also served on the HTTP
+    /// port. `None`: the HTTP address is the Raft address.
+    pub raft_addr: Option<SocketAddr>,
+    /// The voters of a fresh cluster, this node among them: (id, Raft
+    /// address). Empty: a single node (which can be grown later).
+    pub peers: Vec<(u64, String)>,
 }
 
 impl Default for Config {
@@ -27,6 +35,9 @@ impl Default for Config {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             encryption_key_file: None,
             fsync: true,
+            node_id: 1,
+            raft_addr: None,
+            peers: Vec::new(),
         }
     }
 }
@@ -47,7 +58,27 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
   --fsync on|off   whether every answer waits for fdatasync (env REGINA_FSYNC,
                    default on). `off` exists only to measure what durability
                    costs: a machine crash may then lose answered writes.
+  --node-id N      this node's id in the cluster, a positive integer
+                   (env REGINA_NODE_ID, default 1)
+  --raft-addr HOST:PORT
+                   address peers use for Raft messages and forwarded requests;
+                   the node listens there too (env REGINA_RAFT_ADDR, default:
+                   the HTTP address)
+  --peers ID=HOST:PORT,...
+                   the voters of a new cluster, this node included, each with
+                   its Raft address (env REGINA_PEERS). On a first start the
+                   lowest id forms the group; later starts ignore it. Without
+                   it the node runs alone and can be grown with
+                   `regina cluster add`.
   --help           show this text
+
+usage: regina cluster status [--url URL]
+       regina cluster add --id N --addr HOST:PORT [--url URL]
+       regina cluster remove --id N [--url URL]
+
+  the cluster's members and their state; add a voter (it must be running,
+  started with the same --node-id and --raft-addr); remove a member.
+  --url defaults to http://127.0.0.1:6632 (env REGINA_URL).
 ";
 
 impl Config {
@@ -73,6 +104,15 @@ impl Config {
         if let Some(v) = env("REGINA_FSYNC") {
             c.fsync = parse_fsync(&v)?;
         }
+        if let Some(v) = env("REGINA_NODE_ID") {
+            c.node_id = parse_node_id(&v)?;
+        }
+        if let Some(v) = env("REGINA_RAFT_ADDR") {
+            c.raft_addr = Some(parse_addr(&v)?);
+        }
+        if let Some(v) = env("REGINA_PEERS") {
+            c.peers = parse_peers(&v)?;
+        }
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let (flag, inline) = match a.split_once('=') {
@@ -86,12 +126,44 @@ impl Config {
                 "--data-dir" => c.data_dir = PathBuf::from(value()?),
                 "--encryption-key-file" => c.encryption_key_file = Some(PathBuf::from(value()?)),
                 "--fsync" => c.fsync = parse_fsync(&value()?)?,
+                "--node-id" => c.node_id = parse_node_id(&value()?)?,
+                "--raft-addr" => c.raft_addr = Some(parse_addr(&value()?)?),
+                "--peers" => c.peers = parse_peers(&value()?)?,
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
         }
+        if !c.peers.is_empty() && !c.peers.iter().any(|(id, _)| *id == c.node_id) {
+            return Err(format!("--peers must list this node (--node-id {})", c.node_id));
+        }
         Ok(Some(c))
     }
+}
+
+fn parse_node_id(v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(format!("--node-id: {v:?} is not a positive integer")),
+    }
+}
+
+fn parse_addr(v: &str) -> Result<SocketAddr, String> {
+    v.parse().map_err(|_| format!("--raft-addr: {v:?} is not an IP:PORT address"))
+}
+
+/// `1=127.0.0.1:7001,2=127.0.0.1:7002`: ids unique, addresses IP:PORT.
+pub fn parse_peers(v: &str) -> Result<Vec<(u64, String)>, String> {
+    let mut peers: Vec<(u64, String)> = Vec::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part.split_once('=').ok_or(format!("--peers: {part:?} is not ID=HOST:PORT"))?;
+        let id = parse_node_id(id.trim()).map_err(|e| format!("--peers: {e}"))?;
+        let addr = parse_addr(addr.trim()).map_err(|e| format!("--peers: {e}"))?;
+        if peers.iter().any(|(known, _)| *known == id) {
+            return Err(format!("--peers: node id {id} is listed twice"));
+        }
+        peers.push((id, addr.to_string()));
+    }
+    Ok(peers)
 }
 
 fn parse_bind(v: &str) -> Result<IpAddr, String> {
@@ -131,6 +203,25 @@ mod tests {
         assert!(parse(&["--port", "x"], &[]).is_err());
         assert!(parse(&["--nope"], &[]).is_err());
         assert_eq!(parse(&["--help"], &[]).unwrap(), None);
+    }
+
+    #[test]
+    fn cluster_settings() {
+        let c = parse(
+            &["--node-id", "2", "--raft-addr", "127.0.0.1:7002"],
+            &[("REGINA_PEERS", "1=127.0.0.1:7001, 2=127.0.0.1:7002,3=127.0.0.1:7003")],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.node_id, 2);
+        assert_eq!(c.raft_addr, Some("127.0.0.1:7002".parse().unwrap()));
+        assert_eq!(c.peers.len(), 3);
+        assert_eq!(c.peers[2], (3, "127.0.0.1:7003".to_string()));
+        assert!(parse(&["--node-id", "0"], &[]).is_err());
+        assert!(parse(&["--peers", "1=127.0.0.1:1,1=127.0.0.1:2"], &[]).is_err(), "duplicate id");
+        assert!(parse(&["--peers", "1=nowhere"], &[]).is_err());
+        let e = parse(&["--node-id", "4", "--peers", "1=127.0.0.1:1"], &[]).unwrap_err();
+        assert!(e.contains("must list this node"), "{e}");
     }
 
     #[test]

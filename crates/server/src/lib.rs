@@ -9,6 +9,8 @@
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
+pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod ephemeral;
 pub mod http;
@@ -32,6 +34,19 @@ pub async fn serve(
     options: NodeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
+    serve_with_raft(listener, None, data_dir, options, shutdown).await
+}
+
+/// [`serve`], with a second listener on the node's Raft address when it
+/// differs from the HTTP one. Both serve every route: peers send Raft
+/// messages and forwarded client requests there.
+pub async fn serve_with_raft(
+    listener: TcpListener,
+    raft_listener: Option<TcpListener>,
+    data_dir: &Path,
+    options: NodeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if !options.fsync {
         tracing::warn!("fsync is off: answered writes may be lost if the machine crashes (for measurements only)");
@@ -42,6 +57,18 @@ pub async fn serve(
     tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());
     let app = http::router(node.clone());
     let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(app);
+    if let Some(raft_listener) = raft_listener {
+        let raft_app = app.clone();
+        let stop = node.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(raft_listener, tower::make::Shared::new(raft_app))
+                .with_graceful_shutdown(async move { stop.stopped().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!("the Raft listener stopped: {e}");
+            }
+        });
+    }
     let stopping = node.clone();
     let signal = async move {
         shutdown.await;

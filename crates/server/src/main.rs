@@ -4,7 +4,15 @@
 use regina_server::config::{Config, USAGE};
 
 fn main() {
-    let config = match Config::from_args_and_env(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("cluster") {
+        if let Err(e) = regina_server::cli::run(&args[1..], |k| std::env::var(k).ok()) {
+            eprintln!("regina: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let config = match Config::from_args_and_env(args, |k| std::env::var(k).ok()) {
         Ok(Some(c)) => c,
         Ok(None) => {
             print!("{USAGE}");
@@ -25,11 +33,20 @@ fn main() {
         let addr = std::net::SocketAddr::new(config.bind, config.port);
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let raft_listener = match config.raft_addr {
+            Some(raft) if raft != addr => {
+                Some(tokio::net::TcpListener::bind(raft).await.map_err(|e| format!("cannot listen on {raft}: {e}"))?)
+            }
+            _ => None,
+        };
         let options = regina_server::node::NodeOptions {
             encryption_key_file: config.encryption_key_file.clone(),
             fsync: config.fsync,
+            node_id: config.node_id,
+            raft_addr: config.raft_addr.map(|a| a.to_string()),
+            peers: config.peers.clone(),
         };
-        regina_server::serve(listener, &config.data_dir, options, shutdown_signal()).await
+        regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });
     if let Err(e) = result {
         eprintln!("regina: {e}");

@@ -3,7 +3,10 @@
 //!
 //! A single node is a one-voter Raft group. On first start it initialises
 //! the group with itself as the only voter; on later starts openraft elects
-//! it again from its own vote and log.
+//! it again from its own vote and log. A cluster is the same group with
+//! more voters: given `peers`, the node with the lowest id initialises it
+//! with all of them on first start (see [`crate::cluster`] for leadership,
+//! reads and membership changes).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::{BasicNode, Config as RaftConfig, SnapshotPolicy};
-use regina_consensus::network::NoPeers;
+use regina_consensus::network::HttpNetwork;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
 use regina_state::{Command, Outcome};
 use regina_storage::{RealIo, WalOptions};
@@ -19,7 +22,6 @@ use regina_storage::{RealIo, WalOptions};
 pub use crate::proposer::ProposeError;
 use crate::proposer::{LeaderClock, Proposer};
 
-pub const NODE_ID: u64 = 1;
 /// Entries between snapshots (openraft's own trigger).
 const SNAPSHOT_EVERY_ENTRIES: u64 = 20_000;
 /// WAL bytes that also trigger a snapshot, so large payloads do not let the
@@ -37,15 +39,25 @@ pub struct NodeOptions {
     pub encryption_key_file: Option<std::path::PathBuf>,
     /// Whether group commits wait for fdatasync (off only for measurements).
     pub fsync: bool,
+    /// This node's id in its Raft group.
+    pub node_id: u64,
+    /// The address peers reach this node's Raft routes at; `None`: the
+    /// HTTP address.
+    pub raft_addr: Option<String>,
+    /// The voters of a new cluster (id, Raft address), this node included;
+    /// empty for a node that starts alone.
+    pub peers: Vec<(u64, String)>,
 }
 
 impl Default for NodeOptions {
     fn default() -> Self {
-        NodeOptions { encryption_key_file: None, fsync: true }
+        NodeOptions { encryption_key_file: None, fsync: true, node_id: 1, raft_addr: None, peers: Vec::new() }
     }
 }
 
 pub struct Node {
+    /// This node's id in its Raft group.
+    pub id: u64,
     pub raft: Raft,
     pub shared: Arc<SharedState>,
     pub log: LogStore,
@@ -58,6 +70,8 @@ pub struct Node {
     stopping: tokio::sync::watch::Sender<bool>,
     /// Seals payloads of queues with `encryptionEnabled`.
     pub sealer: crate::sealing::Sealer,
+    /// Carries requests a follower forwards to the leader.
+    pub forwarder: reqwest::Client,
 }
 
 impl Node {
@@ -71,18 +85,34 @@ impl Node {
         let config = RaftConfig {
             cluster_name: "regina".into(),
             heartbeat_interval: 100,
-            election_timeout_min: 200,
-            election_timeout_max: 400,
+            // Wide enough that a busy 2-core machine does not call
+            // elections while the leader is alive.
+            election_timeout_min: 500,
+            election_timeout_max: 1000,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY_ENTRIES),
             max_in_snapshot_log_to_keep: 1_000,
-            max_payload_entries: 1_000,
+            // Entries can be batches of up to 8 MiB; bounds one RPC's size.
+            max_payload_entries: 64,
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
-        let raft = Raft::new(NODE_ID, config, NoPeers, log.clone(), sm).await.map_err(|e| e.to_string())?;
+        let id = options.node_id;
+        let network = HttpNetwork::new(shared.clone());
+        let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
+        let raft_addr = options.raft_addr.clone().unwrap_or(http_addr);
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
-            let members = BTreeMap::from([(NODE_ID, BasicNode { addr: http_addr })]);
-            raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
+            let first = options.peers.iter().map(|(id, _)| *id).min();
+            let members: Option<BTreeMap<u64, BasicNode>> = match first {
+                None => Some(BTreeMap::from([(id, BasicNode { addr: raft_addr })])),
+                Some(first) if first == id => {
+                    Some(options.peers.iter().map(|(id, addr)| (*id, BasicNode { addr: addr.clone() })).collect())
+                }
+                // Another peer forms the group and brings this node in.
+                Some(_) => None,
+            };
+            if let Some(members) = members {
+                raft.initialize(members).await.map_err(|e| format!("cannot initialise the Raft group: {e}"))?;
+            }
         }
         let (stopping, _) = tokio::sync::watch::channel(false);
         let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
@@ -90,16 +120,30 @@ impl Node {
         let ephemeral = crate::ephemeral::Store::new();
         let clock = Arc::new(LeaderClock::default());
         let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone());
-        let node = Arc::new(Node { raft, shared, log, ephemeral, clock, proposer, stopping, sealer });
-        node.wait_for_leader(Duration::from_secs(10)).await?;
+        let forwarder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(1))
+            .build()
+            .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
+        let node = Arc::new(Node { id, raft, shared, log, ephemeral, clock, proposer, stopping, sealer, forwarder });
+        if node.is_sole_voter() {
+            node.lead_alone(Duration::from_secs(10)).await?;
+        }
         Ok(node)
     }
 
-    async fn wait_for_leader(&self, within: Duration) -> Result<(), String> {
+    /// A node that is its group's only voter leads it: it calls the
+    /// election at once (not after a timeout) and applies everything the
+    /// log holds before serving, so the first read sees every write
+    /// acknowledged before the restart. A cluster node serves at once
+    /// instead; its reads wait for the leader's read index.
+    async fn lead_alone(&self, within: Duration) -> Result<(), String> {
+        if self.raft.metrics().borrow().current_leader != Some(self.id) {
+            let _ = self.raft.trigger().elect().await;
+        }
         let mut m = self.raft.metrics();
         let res = tokio::time::timeout(within, async {
             loop {
-                if m.borrow().current_leader == Some(NODE_ID) {
+                if m.borrow().current_leader == Some(self.id) {
                     return;
                 }
                 if m.changed().await.is_err() {
@@ -108,9 +152,7 @@ impl Node {
             }
         })
         .await;
-        res.map_err(|_| "no leader elected within 10 s".to_string())?;
-        // Apply everything the log already holds before serving, so the first
-        // read sees every write acknowledged before the restart.
+        res.map_err(|_| format!("no leader elected within {within:?}"))?;
         self.propose(Command::Noop).await.map_err(|e| e.to_string())?;
         Ok(())
     }
@@ -149,6 +191,9 @@ impl Node {
                     _ = tokio::time::sleep(TIMER_CHECK) => {}
                     _ = stop.wait_for(|s| *s) => return,
                 }
+                if !node.is_leader() {
+                    continue;
+                }
                 let due = node.shared.machine.read().state.timers.next_due_ms();
                 if due.is_some_and(|at| at <= node.stamp()) {
                     if let Err(e) = node.propose(Command::FireTimers).await {
@@ -170,7 +215,7 @@ impl Node {
                     _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
                     _ = stop.wait_for(|s| *s) => return,
                 }
-                if node.needs_sweep() {
+                if node.is_leader() && node.needs_sweep() {
                     let _ = node.propose(Command::Sweep).await;
                 }
                 let written = node.log.wal_bytes_written();

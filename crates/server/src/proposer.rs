@@ -24,12 +24,18 @@ const MAX_BATCH_COMMANDS: usize = 1024;
 /// Rough encoded bytes of one batch at most (one request may exceed it
 /// alone); far below the log's record limit.
 const MAX_BATCH_BYTES: usize = 8 << 20;
+/// How long a request waits for its entry to be applied. A leader cut off
+/// from its majority cannot commit; past this the client hears that the
+/// outcome is unknown (the entry may still commit under a later leader).
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why a write was not applied.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ProposeError {
     #[error("no leader is elected yet; retry shortly")]
     NoLeader,
+    #[error("this node cannot reach a majority of its cluster, so nothing was read or written: {0}")]
+    NoQuorum(String),
     #[error("storage failed and the node refuses writes: {0}")]
     Storage(String),
     #[error("the outcome is unknown: {0}")]
@@ -73,7 +79,12 @@ impl Proposer {
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
         let (done, answer) = oneshot::channel();
         self.tx.send(Proposal { command, done }).map_err(|_| ProposeError::Unknown("the node is stopping".into()))?;
-        answer.await.map_err(|_| ProposeError::Unknown("the node stopped before answering".into()))?
+        match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
+            Ok(answered) => answered.map_err(|_| ProposeError::Unknown("the node stopped before answering".into()))?,
+            Err(_) => Err(ProposeError::Unknown(format!(
+                "the write was not committed within {ANSWER_TIMEOUT:?}; it may still be applied"
+            ))),
+        }
     }
 }
 
@@ -125,11 +136,13 @@ async fn answer(mut batch: Vec<Proposal>, raft: &Raft, log: &LogStore, now_ms: u
 async fn write(raft: &Raft, log: &LogStore, entry: Entry) -> Result<Outcome, ProposeError> {
     match raft.client_write(entry).await {
         Ok(resp) => Ok(resp.data),
+        // Either refused before it was appended, or appended and then cut
+        // from this node's log by a new leader's: never committed.
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
         Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
-        Err(RaftError::Fatal(f)) => {
-            let why = log.poisoned().unwrap_or_else(|| f.to_string());
-            Err(ProposeError::Storage(why))
-        }
+        Err(RaftError::Fatal(f)) => match log.poisoned() {
+            Some(why) => Err(ProposeError::Storage(why)),
+            None => Err(ProposeError::Unknown(f.to_string())),
+        },
     }
 }

@@ -166,6 +166,54 @@ impl BodyStore {
         Ok(released)
     }
 
+    /// The segment numbers on disk, ascending.
+    pub fn segments(&self) -> io::Result<Vec<u64>> {
+        let mut segments = self.list()?;
+        segments.sort_unstable();
+        Ok(segments)
+    }
+
+    /// The whole content of one segment file, for a follower that catches
+    /// up from a snapshot and needs the bodies its state points at.
+    pub fn read_segment(&self, segment: u64) -> io::Result<Vec<u8>> {
+        let path = self.path(segment);
+        fs::read(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))
+    }
+
+    /// Writes `bytes` as segment `segment` of the store rooted at `dir`
+    /// (a staging directory), durably. Used while receiving a snapshot.
+    pub fn stage_segment(dir: &Path, segment: u64, bytes: &[u8]) -> io::Result<()> {
+        fs::create_dir_all(dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
+        let path = dir.join(format!("{segment:020}{SUFFIX}"));
+        let ctx = |e| io_context(format!("writing {}", path.display()), e);
+        let mut file = File::create(&path).map_err(ctx)?;
+        io::Write::write_all(&mut file, bytes).map_err(ctx)?;
+        file.sync_all().map_err(ctx)
+    }
+
+    /// Replaces every segment with the ones staged in `staged` (moved, not
+    /// copied), then removes `staged`. The caller then cuts the store at
+    /// the installed state's first free position.
+    pub fn adopt(&self, staged: &Path) -> io::Result<()> {
+        let mut handles = self.handles.lock();
+        for segment in self.list()? {
+            handles.forget(segment);
+            self.remove(segment)?;
+        }
+        let ctx = |e| io_context(format!("listing {}", staged.display()), e);
+        for entry in fs::read_dir(staged).map_err(ctx)? {
+            let entry = entry.map_err(ctx)?;
+            let name = entry.file_name();
+            if name.to_str().is_some_and(|n| n.ends_with(SUFFIX)) {
+                let to = self.dir.join(&name);
+                fs::rename(entry.path(), &to).map_err(|e| io_context(format!("moving into {}", to.display()), e))?;
+            }
+        }
+        drop(handles);
+        self.sync_dir()?;
+        fs::remove_dir_all(staged).map_err(|e| io_context(format!("removing {}", staged.display()), e))
+    }
+
     /// Splits `pos` into (segment, offset), refusing a body that would cross
     /// a segment boundary.
     fn locate(&self, pos: u64, len: u64) -> io::Result<(u64, u64)> {

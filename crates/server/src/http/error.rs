@@ -53,6 +53,7 @@ impl From<ProposeError> for ApiError {
     fn from(e: ProposeError) -> Self {
         let code = match e {
             ProposeError::NoLeader => "no_leader",
+            ProposeError::NoQuorum(_) => "no_quorum",
             ProposeError::Storage(_) => "storage_failed",
             ProposeError::Unknown(_) => "outcome_unknown",
         };
@@ -104,6 +105,7 @@ impl KvError {
     pub fn unavailable(code: &'static str, e: ProposeError) -> Self {
         let reason = match e {
             ProposeError::NoLeader => "no_leader",
+            ProposeError::NoQuorum(_) => "no_quorum",
             ProposeError::Storage(_) => "storage_failed",
             ProposeError::Unknown(_) => "outcome_unknown",
         };

@@ -1,4 +1,6 @@
-//! `GET /health`: is this node serving, and where is its log.
+//! `GET /health`: is this node serving, and where does it stand in its Raft
+//! group (role, leader, term, commit and applied indexes, lag). Answered by
+//! every node itself, never forwarded.
 
 use std::sync::Arc;
 
@@ -10,23 +12,18 @@ use serde_json::json;
 use crate::node::Node;
 
 pub async fn health(State(node): State<Arc<Node>>) -> Response {
-    let metrics = node.raft.metrics().borrow().clone();
     let poisoned = node.log.poisoned();
-    let leader = metrics.current_leader;
-    let healthy = poisoned.is_none() && leader.is_some();
-    let body = json!({
+    let mut body = node.raft_view().await;
+    let healthy = poisoned.is_none() && !body["leader"].is_null();
+    let extra = json!({
         "status": if healthy { "healthy" } else { "unhealthy" },
         "engine": "regina",
         "version": env!("CARGO_PKG_VERSION"),
-        "nodeId": metrics.id,
-        "role": format!("{:?}", metrics.state).to_lowercase(),
-        "leader": leader,
-        "term": metrics.current_term,
-        "lastLogIndex": metrics.last_log_index,
-        "appliedIndex": metrics.last_applied.map(|l| l.index),
-        "snapshotIndex": metrics.snapshot.map(|l| l.index),
         "storageError": poisoned,
     });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
     let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()
 }

@@ -3,9 +3,11 @@
 mod ack;
 mod admin;
 mod binary;
+mod cluster;
 mod dlq;
 mod ephemeral;
 mod error;
+pub mod forward;
 mod frames;
 mod groups;
 mod health;
@@ -16,6 +18,7 @@ mod locks;
 mod pop;
 mod push;
 mod queues;
+mod raft;
 mod render;
 mod timers;
 mod traces;
@@ -74,9 +77,13 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/traces/by-name/{name}", get(traces::by_name))
         .route("/api/v1/traces/{partition_id}/{transaction_id}", get(traces::for_message))
         .merge(admin::routes())
+        .merge(cluster::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        // Raft routes keep their own, larger body limit.
+        .merge(raft::routes())
+        .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader))
         .with_state(node)
 }
 

@@ -1,0 +1,124 @@
+//! `regina cluster ...`: the operator's commands against a running node.
+//!
+//! - `status`: the members as the leader sees them (voter or learner,
+//!   matched index, lag), then each member's own `/health` (role, term,
+//!   commit and applied indexes), asked at its Raft address.
+//! - `add --id N --addr HOST:PORT`: adds a running node as a voter.
+//! - `remove --id N`: removes a member.
+//!
+//! Any node's URL will do: the request is forwarded to the leader.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+pub const DEFAULT_URL: &str = "http://127.0.0.1:6632";
+
+/// Runs a `cluster` subcommand; `Err` carries the message for the user.
+pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+    let mut url = env("REGINA_URL").unwrap_or_else(|| DEFAULT_URL.to_string());
+    let (mut id, mut addr) = (None::<u64>, None::<String>);
+    let command = args.first().ok_or("regina cluster: say status, add or remove")?;
+    let mut rest = args[1..].iter();
+    while let Some(a) = rest.next() {
+        let mut value = || rest.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--url" => url = value()?,
+            "--id" => id = Some(value()?.parse().map_err(|_| "--id: not a node id".to_string())?),
+            "--addr" => addr = Some(value()?),
+            other => return Err(format!("regina cluster: unknown argument {other}")),
+        }
+    }
+    let url = url.trim_end_matches('/').to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| e.to_string())?;
+        match command.as_str() {
+            "status" => status(&client, &url).await,
+            "add" => {
+                let (id, addr) = (id.ok_or("add needs --id")?, addr.ok_or("add needs --addr")?);
+                let body = json!({ "id": id, "addr": addr });
+                let answer = send(client.post(format!("{url}/api/v1/cluster/members")).json(&body)).await?;
+                println!("node {id} at {addr} is a voter");
+                print_members(&answer["cluster"]);
+                Ok(())
+            }
+            "remove" => {
+                let id = id.ok_or("remove needs --id")?;
+                let answer = send(client.delete(format!("{url}/api/v1/cluster/members/{id}"))).await?;
+                println!("node {id} is no longer a member");
+                print_members(&answer["cluster"]);
+                Ok(())
+            }
+            other => Err(format!("regina cluster: unknown command {other}; say status, add or remove")),
+        }
+    })
+}
+
+async fn send(req: reqwest::RequestBuilder) -> Result<Value, String> {
+    let resp = req.send().await.map_err(|e| format!("no answer: {e}"))?;
+    let status = resp.status();
+    let body: Value = resp.json().await.map_err(|e| format!("{status}: unreadable answer: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("{status}: {}", body["error"].as_str().unwrap_or("refused")));
+    }
+    Ok(body)
+}
+
+async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
+    let view = send(client.get(format!("{url}/api/v1/cluster"))).await?;
+    print_members(&view);
+    println!();
+    println!(
+        "{:>4}  {:<22} {:<10} {:>6} {:>10} {:>10} {:>6}",
+        "id", "addr", "role", "term", "commit", "applied", "lag"
+    );
+    for member in view["members"].as_array().into_iter().flatten() {
+        let addr = member["addr"].as_str().unwrap_or("?");
+        let health = client.get(format!("http://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
+        let h = match health {
+            Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        };
+        if h.is_null() {
+            println!("{:>4}  {:<22} {:<10}", text(&member["id"]), addr, "unreachable");
+            continue;
+        }
+        println!(
+            "{:>4}  {:<22} {:<10} {:>6} {:>10} {:>10} {:>6}",
+            text(&member["id"]),
+            addr,
+            h["role"].as_str().unwrap_or("?"),
+            text(&h["term"]),
+            text(&h["commitIndex"]),
+            text(&h["appliedIndex"]),
+            text(&h["lag"])
+        );
+    }
+    Ok(())
+}
+
+fn print_members(view: &Value) {
+    println!("leader: node {} (term {})", text(&view["leader"]), text(&view["term"]));
+    println!("{:>4}  {:<22} {:<8} {:>10} {:>6}", "id", "addr", "kind", "matched", "lag");
+    for m in view["members"].as_array().into_iter().flatten() {
+        let kind = if m["voter"].as_bool() == Some(true) { "voter" } else { "learner" };
+        println!(
+            "{:>4}  {:<22} {:<8} {:>10} {:>6}",
+            text(&m["id"]),
+            m["addr"].as_str().unwrap_or("?"),
+            kind,
+            text(&m["matchedIndex"]),
+            text(&m["lag"])
+        );
+    }
+}
+
+/// A JSON scalar as plain text (`Value`'s Display ignores column widths).
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,214 @@
+//! The node as a member of its Raft group: who leads, linearizable reads,
+//! membership changes and the operator's view.
+//!
+//! Only the leader serves client routes (a follower forwards them, see
+//! `http::forward`), so reads happen where the writes are applied. A leader
+//! that alone is the group's voter serves reads from its state directly:
+//! no other node can have been elected. With more voters a read first asks
+//! openraft for a read index (a heartbeat round to a majority confirms the
+//! leadership) and waits until that index is applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, ServerState};
+use serde_json::{json, Value};
+
+use crate::node::{Node, ProposeError};
+
+/// Who leads this node's group, as far as it knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leader {
+    Me,
+    Other { id: u64, addr: String },
+    Unknown,
+}
+
+/// Why a membership change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MembershipError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Unavailable(#[from] ProposeError),
+}
+
+impl Node {
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.id)
+    }
+
+    /// The voters of the current membership.
+    pub fn voters(&self) -> BTreeSet<u64> {
+        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
+    }
+
+    /// Whether this node is its group's only voter.
+    pub fn is_sole_voter(&self) -> bool {
+        let voters = self.voters();
+        voters.len() == 1 && voters.contains(&self.id)
+    }
+
+    pub fn leader(&self) -> Leader {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        match m.current_leader {
+            Some(id) if id == self.id => Leader::Me,
+            Some(id) => match m.membership_config.membership().get_node(&id) {
+                Some(node) => Leader::Other { id, addr: node.addr.clone() },
+                None => Leader::Unknown,
+            },
+            None => Leader::Unknown,
+        }
+    }
+
+    /// The leader once one is known, waiting up to `within` for an
+    /// election to end.
+    pub async fn wait_for_leader(&self, within: Duration) -> Leader {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut metrics = self.raft.metrics();
+        loop {
+            let leader = self.leader();
+            if leader != Leader::Unknown {
+                return leader;
+            }
+            if tokio::time::timeout_at(deadline, metrics.changed()).await.is_err() {
+                return Leader::Unknown;
+            }
+        }
+    }
+
+    /// Makes the next read linearizable: returns once this node's state
+    /// holds every write acknowledged before the call, or refuses when this
+    /// node cannot confirm that it still leads.
+    pub async fn read_barrier(&self) -> Result<(), ProposeError> {
+        if self.is_sole_voter() {
+            return Ok(());
+        }
+        match self.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
+            Err(RaftError::APIError(e)) => Err(ProposeError::NoQuorum(e.to_string())),
+            Err(RaftError::Fatal(f)) => Err(ProposeError::Unknown(f.to_string())),
+        }
+    }
+
+    /// Adds `id` at `addr` as a voter: first as a learner that is brought
+    /// up to date (from the log or a snapshot), then promoted.
+    pub async fn add_voter(&self, id: u64, addr: String) -> Result<(), MembershipError> {
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(MembershipError::Invalid(format!("addr {addr:?} is not an IP:PORT address")));
+        }
+        let node = BasicNode { addr };
+        self.raft.add_learner(id, node, true).await.map_err(change_error)?;
+        let change = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+        self.raft.change_membership(change, false).await.map_err(change_error)?;
+        Ok(())
+    }
+
+    /// Removes `id` from the group, voter or learner.
+    pub async fn remove_member(&self, id: u64) -> Result<(), MembershipError> {
+        let membership = self.raft.metrics().borrow().membership_config.membership().clone();
+        if membership.get_node(&id).is_none() {
+            return Err(MembershipError::Invalid(format!("node {id} is not a member")));
+        }
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        if voters.contains(&id) {
+            if voters.len() == 1 {
+                return Err(MembershipError::Invalid(format!("node {id} is the last voter")));
+            }
+            let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
+            self.raft.change_membership(change, false).await.map_err(change_error)?;
+        } else {
+            let change = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+            self.raft.change_membership(change, false).await.map_err(change_error)?;
+        }
+        Ok(())
+    }
+
+    /// Snapshots the applied state now and purges the log up to it.
+    /// Answers the snapshot's last index.
+    pub async fn snapshot_and_purge(&self) -> Result<Option<u64>, String> {
+        let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+        self.raft.trigger().snapshot().await.map_err(|e| e.to_string())?;
+        let Some(applied) = applied else { return Ok(None) };
+        self.raft
+            .wait(Some(Duration::from_secs(60)))
+            .metrics(|m| m.snapshot.is_some_and(|s| s.index >= applied), "snapshot built")
+            .await
+            .map_err(|e| e.to_string())?;
+        let index = self.raft.metrics().borrow().snapshot.map(|s| s.index);
+        if let Some(index) = index {
+            self.raft.trigger().purge_log(index).await.map_err(|e| e.to_string())?;
+        }
+        Ok(index)
+    }
+
+    /// This node's view of its group, as `/health` and the cluster route
+    /// show it.
+    pub async fn raft_view(&self) -> Value {
+        let m = self.raft.metrics().borrow().clone();
+        let committed = self.raft.with_raft_state(|st| st.committed).await.ok().flatten();
+        let applied = m.last_applied.map(|l| l.index);
+        let commit = committed.map(|l| l.index);
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        let matched: BTreeMap<u64, Option<u64>> = m
+            .replication
+            .as_ref()
+            .map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect())
+            .unwrap_or_default();
+        let last = m.last_log_index;
+        let members: Vec<Value> = membership
+            .nodes()
+            .map(|(id, node)| {
+                let mut member = json!({
+                    "id": id,
+                    "addr": node.addr,
+                    "voter": voters.contains(id),
+                    "leader": m.current_leader == Some(*id),
+                });
+                if let Some(matched) = matched.get(id) {
+                    member["matchedIndex"] = json!(matched);
+                    member["lag"] = json!(last.unwrap_or(0).saturating_sub(matched.unwrap_or(0)));
+                }
+                member
+            })
+            .collect();
+        let leader_addr = m.current_leader.and_then(|l| membership.get_node(&l)).map(|n| n.addr.clone());
+        json!({
+            "nodeId": self.id,
+            "role": role_name(m.state),
+            "leader": m.current_leader,
+            "leaderAddr": leader_addr,
+            "term": m.current_term,
+            "lastLogIndex": last,
+            "commitIndex": commit,
+            "appliedIndex": applied,
+            // Committed entries this node has not applied yet.
+            "lag": commit.unwrap_or(0).saturating_sub(applied.unwrap_or(0)),
+            "snapshotIndex": m.snapshot.map(|l| l.index),
+            "millisSinceQuorumAck": m.millis_since_quorum_ack,
+            "members": members,
+        })
+    }
+}
+
+fn role_name(state: ServerState) -> &'static str {
+    match state {
+        ServerState::Leader => "leader",
+        ServerState::Follower => "follower",
+        ServerState::Candidate => "candidate",
+        ServerState::Learner => "learner",
+        ServerState::Shutdown => "shutdown",
+    }
+}
+
+fn change_error(e: RaftError<u64, ClientWriteError<u64, BasicNode>>) -> MembershipError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => ProposeError::NoLeader.into(),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => MembershipError::Invalid(c.to_string()),
+        RaftError::Fatal(f) => ProposeError::Unknown(f.to_string()).into(),
+    }
+}

@@ -1,0 +1,120 @@
+//! The Raft routes peers call (see `regina_consensus::network` for the
+//! sender): bincode in, bincode out, 503 when the Raft core refuses.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use openraft::Snapshot;
+use regina_consensus::network::{SnapshotTransfer, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use regina_storage::BodyStore;
+use serde::Serialize;
+
+use crate::node::Node;
+
+/// This node's applied state, encoded, with the log index it reflects in
+/// [`APPLIED_HEADER`]: replicas at the same index must hold equal states.
+pub const STATE_PATH: &str = "/internal/state";
+pub const APPLIED_HEADER: &str = "x-regina-applied-index";
+
+/// One Raft message at most: `max_payload_entries` entries of up to a
+/// batch's 8 MiB each, or one body segment of a snapshot.
+const RAFT_BODY_BYTES_MAX: usize = 640 << 20;
+
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route(APPEND_PATH, post(append))
+        .route(VOTE_PATH, post(vote))
+        .route(SNAPSHOT_PATH, post(snapshot))
+        .route(&format!("{SNAPSHOT_PATH}/{{snapshot_id}}/segment/{{segment}}"), post(stage_segment))
+        .route(STATE_PATH, get(applied_state))
+        .layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX))
+}
+
+async fn applied_state(State(node): State<Arc<Node>>) -> Response {
+    let shared = node.shared.clone();
+    let encoded = tokio::task::spawn_blocking(move || {
+        let m = shared.machine.read();
+        (m.last_applied.map_or(0, |l| l.index), m.state.encode())
+    })
+    .await;
+    match encoded {
+        Ok((index, bytes)) => ([(APPLIED_HEADER, index.to_string())], bytes).into_response(),
+        Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+fn refused(status: StatusCode, why: impl std::fmt::Display) -> Response {
+    (status, why.to_string()).into_response()
+}
+
+fn reply<T: Serialize>(value: &T) -> Response {
+    match bincode::serialize(value) {
+        Ok(bytes) => (StatusCode::OK, bytes).into_response(),
+        Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+async fn append(State(node): State<Arc<Node>>, body: Bytes) -> Response {
+    let req = match bincode::deserialize(&body) {
+        Ok(r) => r,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable append: {e}")),
+    };
+    match node.raft.append_entries(req).await {
+        Ok(resp) => reply(&resp),
+        Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+async fn vote(State(node): State<Arc<Node>>, body: Bytes) -> Response {
+    let req = match bincode::deserialize(&body) {
+        Ok(r) => r,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable vote: {e}")),
+    };
+    match node.raft.vote(req).await {
+        Ok(resp) => reply(&resp),
+        Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+/// One body segment of a snapshot about to be sent, staged until the
+/// snapshot itself arrives.
+async fn stage_segment(
+    State(node): State<Arc<Node>>,
+    Path((snapshot_id, segment)): Path<(String, u64)>,
+    body: Bytes,
+) -> Response {
+    let Some(dir) = node.shared.staging_dir(&snapshot_id) else {
+        return refused(StatusCode::BAD_REQUEST, format!("{snapshot_id:?} is not a snapshot id"));
+    };
+    let staged = tokio::task::spawn_blocking(move || BodyStore::stage_segment(&dir, segment, &body)).await;
+    match staged {
+        Ok(Ok(())) => StatusCode::OK.into_response(),
+        Ok(Err(e)) => refused(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+async fn snapshot(State(node): State<Arc<Node>>, body: Bytes) -> Response {
+    let transfer: SnapshotTransfer = match bincode::deserialize(&body) {
+        Ok(t) => t,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable snapshot: {e}")),
+    };
+    // A leader without body segments sends none; the empty staging
+    // directory still tells the install to drop this node's own.
+    let Some(dir) = node.shared.staging_dir(&transfer.meta.snapshot_id) else {
+        return refused(StatusCode::BAD_REQUEST, "not a snapshot id");
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return refused(StatusCode::INTERNAL_SERVER_ERROR, e);
+    }
+    let snapshot = Snapshot { meta: transfer.meta, snapshot: Box::new(std::io::Cursor::new(transfer.data)) };
+    match node.raft.install_full_snapshot(transfer.vote, snapshot).await {
+        Ok(resp) => reply(&resp),
+        Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
