@@ -189,3 +189,38 @@ async fn a_node_behind_a_purged_log_catches_up_from_a_snapshot_with_its_bodies()
     }
     assert_eq!(n, 1000);
 }
+
+/// Timers fire from whichever node leads: scheduled before a leader kill,
+/// due before and after it, each fires exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_fire_exactly_once_across_a_leader_kill() {
+    use base64::Engine;
+    const TIMERS: i64 = 40;
+    let mut cluster = Cluster::start(3);
+    let leader = cluster.wait_for_leader(CONVERGE);
+    let f = follower_ids(&cluster, leader);
+    let c = client();
+    let ops: Vec<Value> = (0..TIMERS)
+        .map(|i| {
+            let payload = base64::engine::general_purpose::STANDARD.encode(json!({ "i": i }).to_string());
+            json!({ "op": "schedule", "queue": "due", "timerKey": format!("t{i}"), "payload": payload,
+                    "delayMs": 300 + i * 75, "txn": format!("timer-{i}") })
+        })
+        .collect();
+    let (s, v) = post_json(&c, &cluster.node(f[0]).url("/api/v1/timers"), &json!({ "operations": ops })).await;
+    assert_eq!(s, 200, "{v}");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    cluster.node(leader).kill();
+    let after = cluster.wait_for_leader(CONVERGE);
+    assert_ne!(after, leader);
+    cluster.node(leader).start();
+    // The last timer is due 3.3 s after scheduling.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let msgs = drain(&c, &cluster.node(f[1]).base(), "due", "Default", "fired", 10).await;
+    let mut txns: Vec<&str> = msgs.iter().map(|m| m["transactionId"].as_str().unwrap()).collect();
+    txns.sort_unstable();
+    let mut expected: Vec<String> = (0..TIMERS).map(|i| format!("timer-{i}")).collect();
+    expected.sort_unstable();
+    assert_eq!(txns, expected, "every timer fired once: {msgs:?}");
+    assert_states_identical(&c, &cluster).await;
+}
