@@ -25,6 +25,8 @@ pub struct Config {
     /// The voters of a fresh cluster, this node among them: (id, Raft
     /// address). Empty: a single node (which can be grown later).
     pub peers: Vec<(u64, String)>,
+    /// Whether `x-queen-tenant` selects an isolated tenant.
+    pub tenancy: bool,
 }
 
 impl Default for Config {
@@ -38,6 +40,7 @@ impl Default for Config {
             node_id: 1,
             raft_addr: None,
             peers: Vec::new(),
+            tenancy: false,
         }
     }
 }
@@ -70,6 +73,9 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    lowest id forms the group; later starts ignore it. Without
                    it the node runs alone and can be grown with
                    `regina cluster add`.
+  --tenancy on|off whether the x-queen-tenant header selects an isolated tenant
+                   (env REGINA_TENANCY, default off: every request acts for
+                   the default tenant)
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -110,6 +116,9 @@ impl Config {
         if let Some(v) = env("REGINA_RAFT_ADDR") {
             c.raft_addr = Some(parse_addr(&v)?);
         }
+        if let Some(v) = env("REGINA_TENANCY") {
+            c.tenancy = parse_switch("--tenancy", &v)?;
+        }
         if let Some(v) = env("REGINA_PEERS") {
             c.peers = parse_peers(&v)?;
         }
@@ -129,6 +138,7 @@ impl Config {
                 "--node-id" => c.node_id = parse_node_id(&value()?)?,
                 "--raft-addr" => c.raft_addr = Some(parse_addr(&value()?)?),
                 "--peers" => c.peers = parse_peers(&value()?)?,
+                "--tenancy" => c.tenancy = parse_switch("--tenancy", &value()?)?,
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
@@ -171,10 +181,14 @@ fn parse_bind(v: &str) -> Result<IpAddr, String> {
 }
 
 fn parse_fsync(v: &str) -> Result<bool, String> {
+    parse_switch("--fsync", v)
+}
+
+fn parse_switch(flag: &str, v: &str) -> Result<bool, String> {
     match v {
         "on" => Ok(true),
         "off" => Ok(false),
-        _ => Err(format!("--fsync: {v:?} is neither on nor off")),
+        _ => Err(format!("{flag}: {v:?} is neither on nor off")),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod ids;
 pub mod node;
 pub mod proposer;
 pub mod sealing;
+pub mod tenant;
 
 use std::future::Future;
 use std::path::Path;

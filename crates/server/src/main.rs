@@ -45,6 +45,7 @@ fn main() {
             node_id: config.node_id,
             raft_addr: config.raft_addr.map(|a| a.to_string()),
             peers: config.peers.clone(),
+            tenancy: config.tenancy,
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });

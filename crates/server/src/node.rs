@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::{BasicNode, Config as RaftConfig, SnapshotPolicy};
+use parking_lot::{MappedRwLockReadGuard, RwLockReadGuard};
 use regina_consensus::network::HttpNetwork;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
-use regina_state::{Command, Outcome};
+use regina_state::{Command, Outcome, State};
 use regina_storage::{RealIo, WalOptions};
 
 pub use crate::proposer::ProposeError;
@@ -47,11 +48,21 @@ pub struct NodeOptions {
     /// The voters of a new cluster (id, Raft address), this node included;
     /// empty for a node that starts alone.
     pub peers: Vec<(u64, String)>,
+    /// Whether `x-queen-tenant` selects a tenant (off: every request acts
+    /// for the default tenant).
+    pub tenancy: bool,
 }
 
 impl Default for NodeOptions {
     fn default() -> Self {
-        NodeOptions { encryption_key_file: None, fsync: true, node_id: 1, raft_addr: None, peers: Vec::new() }
+        NodeOptions {
+            encryption_key_file: None,
+            fsync: true,
+            node_id: 1,
+            raft_addr: None,
+            peers: Vec::new(),
+            tenancy: false,
+        }
     }
 }
 
@@ -61,8 +72,12 @@ pub struct Node {
     pub raft: Raft,
     pub shared: Arc<SharedState>,
     pub log: LogStore,
-    /// Ephemeral queues: this node's memory only, never in the log.
-    pub ephemeral: crate::ephemeral::Store,
+    /// Ephemeral queues of the default tenant: this node's memory only,
+    /// never in the log. Other tenants' are in `tenant_ephemeral`.
+    ephemeral: Arc<crate::ephemeral::Store>,
+    tenant_ephemeral: parking_lot::Mutex<std::collections::HashMap<String, Arc<crate::ephemeral::Store>>>,
+    /// Whether requests may name a tenant.
+    pub tenancy: bool,
     clock: Arc<LeaderClock>,
     proposer: Proposer,
     /// Raised once when the node starts to stop: parked long polls answer
@@ -117,14 +132,28 @@ impl Node {
         let (stopping, _) = tokio::sync::watch::channel(false);
         let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
         let sealer = crate::sealing::Sealer::load_or_create(&key_path)?;
-        let ephemeral = crate::ephemeral::Store::new();
+        let ephemeral = Arc::new(crate::ephemeral::Store::new());
+        let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::default());
         let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone());
         let forwarder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(1))
             .build()
             .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
-        let node = Arc::new(Node { id, raft, shared, log, ephemeral, clock, proposer, stopping, sealer, forwarder });
+        let node = Arc::new(Node {
+            id,
+            raft,
+            shared,
+            log,
+            ephemeral,
+            tenant_ephemeral,
+            tenancy: options.tenancy,
+            clock,
+            proposer,
+            stopping,
+            sealer,
+            forwarder,
+        });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;
         }
@@ -164,8 +193,32 @@ impl Node {
 
     /// Appends a command to the log and answers once it is durable and
     /// applied (batched with whatever else is being proposed).
+    /// A command proposed while handling a request acts for the request's
+    /// tenant.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+        let command = match crate::tenant::current() {
+            Some(tenant) => Command::ForTenant { tenant, command: Box::new(command) },
+            None => command,
+        };
         self.proposer.propose(command).await
+    }
+
+    /// The applied state of the request's tenant (an empty state for a
+    /// tenant that never wrote), under the state's read lock.
+    pub fn tenant_state(&self) -> MappedRwLockReadGuard<'_, State> {
+        let tenant = crate::tenant::current();
+        RwLockReadGuard::map(self.shared.machine.read(), |m| match &tenant {
+            None => &m.state,
+            Some(t) => m.state.tenant(t).unwrap_or_else(|| empty_state()),
+        })
+    }
+
+    /// The ephemeral queues of the request's tenant.
+    pub fn ephemeral(&self) -> Arc<crate::ephemeral::Store> {
+        match crate::tenant::current() {
+            None => self.ephemeral.clone(),
+            Some(t) => self.tenant_ephemeral.lock().entry(t).or_insert_with(Default::default).clone(),
+        }
     }
 
     /// Starts stopping: long polls answer now, chores end.
@@ -194,7 +247,7 @@ impl Node {
                 if !node.is_leader() {
                     continue;
                 }
-                let due = node.shared.machine.read().state.timers.next_due_ms();
+                let due = node.shared.machine.read().state.next_timer_due_ms();
                 if due.is_some_and(|at| at <= node.stamp()) {
                     if let Err(e) = node.propose(Command::FireTimers).await {
                         tracing::warn!("firing timers: {e}");
@@ -228,15 +281,9 @@ impl Node {
     }
 
     fn needs_sweep(&self) -> bool {
-        let now = self.stamp();
-        let m = self.shared.machine.read();
         // Expired KV rows and lapsed lock permits are already invisible;
         // the sweep only gives their memory back.
-        m.state.kv.first_expiry().is_some_and(|e| e <= now)
-            || m.state
-                .queues
-                .values()
-                .any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
+        self.shared.machine.read().state.wants_sweep(self.stamp())
     }
 
     pub async fn shutdown(&self) {
@@ -244,4 +291,10 @@ impl Node {
             tracing::warn!("raft shutdown: {e}");
         }
     }
+}
+
+/// What a tenant that never wrote reads.
+fn empty_state() -> &'static State {
+    static EMPTY: std::sync::OnceLock<State> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(State::new)
 }

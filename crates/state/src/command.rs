@@ -88,6 +88,11 @@ pub enum Command {
     /// request does not undo another. The leader batches them so that one
     /// log entry (and one fsync) carries many requests.
     Batch(Vec<Command>),
+    /// A command applied to one tenant's isolated state (see `tenants`).
+    ForTenant {
+        tenant: String,
+        command: Box<Command>,
+    },
 }
 
 impl Command {
@@ -112,6 +117,7 @@ impl Command {
             Command::Kv(k) => k.ops.iter().map(KvOp::approx_bytes).sum::<usize>() + SMALL,
             Command::RetryDeadLetter { item, .. } => item.approx_bytes() + SMALL,
             Command::Batch(cmds) => cmds.iter().map(Command::approx_bytes).sum(),
+            Command::ForTenant { tenant, command } => tenant.len() + command.approx_bytes(),
             _ => SMALL,
         }
     }

@@ -41,6 +41,7 @@ pub mod pop;
 pub mod push;
 pub mod queue;
 pub mod state;
+pub mod tenants;
 pub mod timers;
 pub mod traces;
 pub mod txn;

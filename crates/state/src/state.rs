@@ -40,12 +40,16 @@ pub struct State {
     /// KV rows, lock permits among them.
     pub kv: crate::kv::KvStore,
     pub timers: crate::timers::Timers,
+    /// Named tenants' own states (see `tenants`); this state is the
+    /// default tenant's.
+    pub tenants: BTreeMap<String, State>,
 }
 
 /// Tag in front of every encoded state. Bump it whenever a field of the
 /// state (or of anything it holds) changes: 2 added the groups' ready sets
-/// and the partitions' lazy transaction-id index, 3 boxed that index.
-pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT3";
+/// and the partitions' lazy transaction-id index, 3 boxed that index, 4
+/// added tenants.
+pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT4";
 
 /// The result of applying one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +73,7 @@ impl State {
         Applied { outcome, writes }
     }
 
-    fn apply_command(&mut self, command: &Command, writes: &mut Vec<BodyWrite>) -> Outcome {
+    pub(crate) fn apply_command(&mut self, command: &Command, writes: &mut Vec<BodyWrite>) -> Outcome {
         match command {
             Command::Noop => Outcome::Done,
             Command::Push(cmd) => Outcome::Push(self.push(cmd, writes)),
@@ -100,8 +104,12 @@ impl State {
                 Outcome::Done
             }
             Command::Sweep => {
-                self.sweep();
-                self.kv.sweep(self.now_ms, crate::kv::KV_SWEEP_ROWS_MAX);
+                let sweep = |s: &mut State, _: &mut Vec<BodyWrite>| {
+                    s.sweep();
+                    s.kv.sweep(s.now_ms, crate::kv::KV_SWEEP_ROWS_MAX);
+                };
+                sweep(self, writes);
+                self.for_each_tenant(writes, sweep);
                 Outcome::Done
             }
             Command::Kv(cmd) => Outcome::Kv(self.kv_call(cmd)),
@@ -109,8 +117,10 @@ impl State {
             Command::Timers(ops) => Outcome::Timers(ops.iter().map(|op| self.timers.apply(op, self.now_ms)).collect()),
             Command::FireTimers => {
                 self.fire_timers(writes);
+                self.for_each_tenant(writes, |s, w| s.fire_timers(w));
                 Outcome::Done
             }
+            Command::ForTenant { tenant, command } => self.apply_for_tenant(tenant, command, writes),
             Command::Batch(commands) => {
                 Outcome::Batch(commands.iter().map(|c| self.apply_command(c, writes)).collect())
             }
@@ -196,6 +206,12 @@ impl State {
         }
         if self.queues.len() != self.queue_names.len() {
             return Err("queue map and name index disagree".into());
+        }
+        for (name, t) in &self.tenants {
+            t.check_invariants().map_err(|e| format!("tenant {name}: {e}"))?;
+            if !t.tenants.is_empty() {
+                return Err(format!("tenant {name} holds tenants of its own"));
+            }
         }
         self.kv.check()
     }

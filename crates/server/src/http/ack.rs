@@ -169,7 +169,7 @@ pub async fn extend_lease(State(node): State<Arc<Node>>, Path(lease_id): Path<St
             "lease id must be 1 to {LEASE_ID_BYTES_MAX} bytes without control characters"
         )));
     }
-    let known = node.shared.machine.read().state.leases.contains_key(&lease_id);
+    let known = node.tenant_state().leases.contains_key(&lease_id);
     let r = if known {
         match node.propose(Command::ExtendLease { lease_id: lease_id.clone() }).await? {
             Outcome::Extend(r) => r,

@@ -35,12 +35,11 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let limit = query_u64(&pairs, "limit", 1, DLQ_LIMIT_MAX)?.unwrap_or(100) as usize;
     let offset = query_u64(&pairs, "offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
     let rows: Vec<(String, regina_state::queue::DlqEntry)> = {
-        let m = node.shared.machine.read();
-        m.state
-            .queue_names
+        let m = node.tenant_state();
+        m.queue_names
             .iter()
             .filter(|(name, _)| queue.is_none_or(|q| q == name.as_str()))
-            .flat_map(|(name, id)| m.state.queues[id].dlq.iter().map(move |e| (name.clone(), e.clone())))
+            .flat_map(|(name, id)| m.queues[id].dlq.iter().map(move |e| (name.clone(), e.clone())))
             .filter(|(_, e)| group.is_none_or(|g| g == e.group))
             .filter(|(_, e)| partition.is_none_or(|p| p == e.partition))
             .filter(|(_, e)| from.is_none_or(|f| e.failed_ms >= f) && to.is_none_or(|t| e.failed_ms <= t))

@@ -78,7 +78,7 @@ struct ConfigureBody {
 
 pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> Answer {
     let b: ConfigureBody = parse(&body)?;
-    let answer = node.ephemeral.configure(&b.queue, &b.options.unwrap_or_default())?;
+    let answer = node.ephemeral().configure(&b.queue, &b.options.unwrap_or_default())?;
     Ok(axum::Json(answer).into_response())
 }
 
@@ -89,13 +89,13 @@ struct QueueBody {
 
 pub async fn reset(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> Answer {
     let b: QueueBody = parse(&body)?;
-    let dropped = node.ephemeral.reset(&b.queue)?;
+    let dropped = node.ephemeral().reset(&b.queue)?;
     Ok(axum::Json(json!({ "queue": b.queue, "dropped": dropped })).into_response())
 }
 
 pub async fn delete_queue(State(node): State<Arc<Node>>, path: Result<Path<String>, PathRejection>) -> Answer {
     let queue = path_queue(path)?;
-    let (deleted, declared) = node.ephemeral.delete(&queue)?;
+    let (deleted, declared) = node.ephemeral().delete(&queue)?;
     Ok(axum::Json(json!({ "queue": queue, "deleted": deleted, "declared": declared })).into_response())
 }
 
@@ -124,7 +124,7 @@ pub async fn push(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReject
         return Ok((StatusCode::CREATED, axum::Json(json!({ "pushed": 0 }))).into_response());
     }
     let payloads = b.messages.iter().map(|m| Arc::<str>::from(m.payload.get())).collect();
-    let pushed = node.ephemeral.push(&b.queue, b.partition.as_deref(), payloads)?;
+    let pushed = node.ephemeral().push(&b.queue, b.partition.as_deref(), payloads)?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "pushed": pushed }))).into_response())
 }
 
@@ -186,7 +186,7 @@ pub async fn pop(State(node): State<Arc<Node>>, RawQuery(raw): RawQuery) -> Answ
         // still wakes this pop.
         let armed = signal.clone();
         let notified = armed.as_deref().map(Notify::notified);
-        let popped = node.ephemeral.pop(&req)?;
+        let popped = node.ephemeral().pop(&req)?;
         if !popped.messages.is_empty() || !req.hold {
             return Ok(render_pop(&req.queue, &popped.messages));
         }
@@ -271,17 +271,17 @@ pub async fn ack(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejecti
         let status = ack_status(&a.status)?;
         acks.push((a.id, status));
     }
-    let outcomes = node.ephemeral.ack(&b.queue, b.group.as_deref(), &acks)?;
+    let outcomes = node.ephemeral().ack(&b.queue, b.group.as_deref(), &acks)?;
     let results: Vec<Value> =
         acks.iter().zip(outcomes).map(|((id, _), o)| json!({ "id": id, "outcome": o.as_str() })).collect();
     Ok(axum::Json(json!({ "results": results })).into_response())
 }
 
 pub async fn queues(State(node): State<Arc<Node>>) -> Answer {
-    Ok(axum::Json(node.ephemeral.queues()).into_response())
+    Ok(axum::Json(node.ephemeral().queues()).into_response())
 }
 
 pub async fn depth(State(node): State<Arc<Node>>, path: Result<Path<String>, PathRejection>) -> Answer {
     let queue = path_queue(path)?;
-    Ok(axum::Json(node.ephemeral.depth(&queue)?).into_response())
+    Ok(axum::Json(node.ephemeral().depth(&queue)?).into_response())
 }

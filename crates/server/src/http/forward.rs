@@ -1,6 +1,7 @@
 //! Any node answers every route: a follower forwards each client request
 //! to the leader and relays the answer, so clients never follow redirects.
-//! The leader makes reads linearizable before it serves them.
+//! The leader makes reads linearizable before it serves them, and runs
+//! each handler as work of the request's tenant (`crate::tenant`).
 //!
 //! - `/health`, the Raft routes and the ephemeral routes are this node's
 //!   own (ephemeral queues live in one node's memory, outside the log:
@@ -25,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::ApiError;
 use crate::cluster::Leader;
 use crate::node::{Node, ProposeError};
+use crate::tenant::TENANT_HEADER;
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 /// Set on a request one node forwards to another: the sender's node id.
@@ -45,12 +47,19 @@ pub async fn route_to_leader(State(node): State<Arc<Node>>, req: Request, next: 
     }
     match node.wait_for_leader(LEADER_WAIT).await {
         Leader::Me => {
+            let tenant = match node.tenancy {
+                true => match crate::tenant::parse(req.headers().get(TENANT_HEADER).map(|v| v.as_bytes())) {
+                    Ok(t) => t,
+                    Err(e) => return e.into_response(),
+                },
+                false => None,
+            };
             if needs_read_barrier(req.method(), path) {
                 if let Err(e) = node.read_barrier().await {
                     return ApiError::from(e).into_response();
                 }
             }
-            next.run(req).await
+            crate::tenant::scope(tenant, next.run(req)).await
         }
         Leader::Other { .. } if req.headers().contains_key(FORWARDED_HEADER) => {
             ApiError::from(ProposeError::NoLeader).into_response()

@@ -79,7 +79,7 @@ pub async fn seek(
         (None, None) if b.is_empty() => SeekTarget::End,
         _ => return Err(ApiError::bad_request("a seek needs {\"toEnd\": true} or {\"timestamp\": \"<ISO-8601>\"}")),
     };
-    let has_partitions = node.shared.machine.read().state.queue(&queue).is_some_and(|q| !q.partitions.is_empty());
+    let has_partitions = node.tenant_state().queue(&queue).is_some_and(|q| !q.partitions.is_empty());
     if !has_partitions {
         return Err(ApiError::not_found("not_found", format!("queue {queue} has no partitions to seek")));
     }
@@ -148,15 +148,15 @@ pub async fn retry_dead_letter(
 ) -> ApiResult<Response> {
     let partition_id = partition_id(&pid)?;
     let (entry, queue) = {
-        let m = node.shared.machine.read();
-        let Some(e) = m.state.dead_letter(partition_id, &txn).cloned() else {
+        let m = node.tenant_state();
+        let Some(e) = m.dead_letter(partition_id, &txn).cloned() else {
             return Err(ApiError::not_found(
                 "not_found",
                 "no dead-letter row for that message; retry replays DLQ rows",
             ));
         };
-        let (qid, _) = m.state.partition_ids[&partition_id];
-        (e, m.state.queues[&qid].name.clone())
+        let (qid, _) = m.partition_ids[&partition_id];
+        (e, m.queues[&qid].name.clone())
     };
     // The replay keeps the payload as stored (sealed or not).
     let bytes = node.shared.read_body(entry.pos, entry.len).map_err(|e| ApiError::internal(e.to_string()))?;

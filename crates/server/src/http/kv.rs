@@ -58,8 +58,8 @@ pub async fn batch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
 /// Applies a call through the log, or reads it when it writes nothing.
 pub async fn run(node: &Node, ops: &[KvOp]) -> Result<KvOutcome, KvError> {
     if !ops.iter().any(KvOp::is_write) {
-        let m = node.shared.machine.read();
-        return Ok(m.state.kv_read(ops, node.stamp()));
+        let m = node.tenant_state();
+        return Ok(m.kv_read(ops, node.stamp()));
     }
     let outcome = node
         .propose(Command::Kv(KvCmd { ops: ops.to_vec() }))

@@ -51,7 +51,7 @@ pub async fn locks(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
     }
     let results = if ops.iter().all(|o| matches!(o, LockOp::Get { .. })) {
         let names: Vec<&str> = ops.iter().map(LockOp::name).collect();
-        node.shared.machine.read().state.locks_read(&names, node.stamp())
+        node.tenant_state().locks_read(&names, node.stamp())
     } else {
         match node.propose(Command::Locks(LocksCmd { ops: ops.clone() })).await {
             Ok(Outcome::Locks(r)) => r,

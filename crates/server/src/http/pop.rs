@@ -143,7 +143,7 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
     let mut req = parse(&node, target, raw.as_deref())?;
     if let PopTarget::Queue { queue, .. } = &req.cmd.target {
         // A queue's maxWaitTimeSeconds caps how long a long poll may hold.
-        let cap = node.shared.machine.read().state.queue(queue).map_or(0, |q| q.options.max_wait_time_seconds);
+        let cap = node.tenant_state().queue(queue).map_or(0, |q| q.options.max_wait_time_seconds);
         if cap > 0 {
             req.timeout = req.timeout.min(Duration::from_secs(cap));
         }
@@ -154,8 +154,8 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
         tokio::pin!(notified);
         notified.as_mut().enable();
         let act = {
-            let m = node.shared.machine.read();
-            m.state.pop_would_act(&req.cmd.target, &req.cmd.group, node.stamp())
+            let m = node.tenant_state();
+            m.pop_would_act(&req.cmd.target, &req.cmd.group, node.stamp())
         };
         if act {
             req.cmd.lease_id = crate::ids::new_id().to_string();
@@ -206,7 +206,7 @@ fn respond(node: &Node, result: &PopResult, req: &PopRequest) -> ApiResult<Respo
 /// Whether the group of a pop is stored as conflating on its queue.
 fn stored_conflation(node: &Node, cmd: &PopCmd) -> bool {
     let PopTarget::Queue { queue, .. } = &cmd.target else { return true };
-    let m = node.shared.machine.read();
-    let Some(q) = m.state.queue(queue) else { return true };
+    let m = node.tenant_state();
+    let Some(q) = m.queue(queue) else { return true };
     q.group_index.get(&cmd.group).is_none_or(|g| q.groups[*g as usize].conflate)
 }

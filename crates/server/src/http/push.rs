@@ -99,8 +99,8 @@ async fn store(node: &Node, mut items: Vec<PushItem>) -> ApiResult<Vec<regina_st
 pub(super) fn seal_items<'a>(node: &Node, items: impl Iterator<Item = &'a mut PushItem>) {
     let items: Vec<&mut PushItem> = items.collect();
     let seal: Vec<bool> = {
-        let m = node.shared.machine.read();
-        items.iter().map(|i| m.state.queue(&i.queue).is_some_and(|q| q.options.encryption_enabled)).collect()
+        let m = node.tenant_state();
+        items.iter().map(|i| m.queue(&i.queue).is_some_and(|q| q.options.encryption_enabled)).collect()
     };
     for (item, seal) in items.into_iter().zip(seal) {
         if seal {

@@ -56,8 +56,8 @@ pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesR
         Outcome::Configured { .. } => {}
         other => return Err(ApiError::internal(format!("configure answered {other:?}"))),
     }
-    let m = node.shared.machine.read();
-    let q = m.state.queue(&queue).ok_or_else(|| ApiError::internal("configured queue vanished"))?;
+    let m = node.tenant_state();
+    let q = m.queue(&queue).ok_or_else(|| ApiError::internal("configured queue vanished"))?;
     let opts = options_json(&q.options);
     let mut body = json!({
         "configured": true,

@@ -236,8 +236,8 @@ fn row_json(queue: &str, key: &str, r: &TimerRow) -> Value {
 }
 
 pub async fn peek(State(node): State<Arc<Node>>, Path((queue, timer_key)): Path<(String, String)>) -> Response {
-    let m = node.shared.machine.read();
-    match m.state.timers.get(&queue, &timer_key) {
+    let m = node.tenant_state();
+    match m.timers.get(&queue, &timer_key) {
         Some(r) => {
             let mut v = row_json(&queue, &timer_key, r);
             v["found"] = json!(true);
@@ -257,10 +257,10 @@ pub async fn list(State(node): State<Arc<Node>>, Path(queue): Path<String>, RawQ
         Err(e) => return e.into_response(),
     };
     let after = query_get(&pairs, "after").filter(|a| !a.is_empty());
-    let m = node.shared.machine.read();
+    let m = node.tenant_state();
     let mut rows: Vec<Value> = Vec::new();
     let mut truncated = false;
-    for (key, r) in m.state.timers.list(&queue, after) {
+    for (key, r) in m.timers.list(&queue, after) {
         if rows.len() == limit {
             truncated = true;
             break;

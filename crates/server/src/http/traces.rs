@@ -103,14 +103,14 @@ pub async fn for_message(
     Path((pid, txn)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let partition_id: u64 = pid.parse().map_err(|_| ApiError::bad_request("partitionId must be a partition id"))?;
-    let m = node.shared.machine.read();
-    let traces: Vec<Value> = m.state.traces.for_message(partition_id, &txn).map(row).collect();
+    let m = node.tenant_state();
+    let traces: Vec<Value> = m.traces.for_message(partition_id, &txn).map(row).collect();
     Ok(axum::Json(json!({ "traces": traces, "total": traces.len() })).into_response())
 }
 
 pub async fn names(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Response> {
     let (limit, offset) = page(&query_pairs(q.as_deref())?)?;
-    let all = node.shared.machine.read().state.traces.names();
+    let all = node.tenant_state().traces.names();
     let rows: Vec<Value> = all
         .iter()
         .skip(offset)
@@ -138,8 +138,8 @@ pub async fn by_name(
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     let (limit, offset) = page(&query_pairs(q.as_deref())?)?;
-    let m = node.shared.machine.read();
-    let all: Vec<&TraceEvent> = m.state.traces.by_name(&name).collect();
+    let m = node.tenant_state();
+    let all: Vec<&TraceEvent> = m.traces.by_name(&name).collect();
     let rows: Vec<Value> = all.iter().rev().skip(offset).take(limit).map(|e| row(e)).collect();
     Ok(axum::Json(json!({
         "traces": rows,

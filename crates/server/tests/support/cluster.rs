@@ -25,6 +25,8 @@ pub struct ClusterNode {
     pub log_path: PathBuf,
     /// `--peers` given at start; empty for a node that starts alone.
     pub peers: String,
+    /// Extra environment for the process (e.g. `REGINA_TENANCY`).
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -71,6 +73,7 @@ impl ClusterNode {
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(err));
+        cmd.envs(self.env.iter().cloned());
         if !self.peers.is_empty() {
             cmd.args(["--peers", &self.peers]);
         }
@@ -111,8 +114,14 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` nodes that form one group from `--peers`.
     pub fn start(n: usize) -> Cluster {
+        Cluster::start_with(n, &[])
+    }
+
+    /// [`Cluster::start`] with extra environment for every node.
+    pub fn start_with(n: usize, env: &[(&str, &str)]) -> Cluster {
         let mut c = Cluster::prepare(n, true);
         for node in &mut c.nodes {
+            node.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             node.start();
         }
         c.wait_for_leader(Duration::from_secs(20));
@@ -141,6 +150,7 @@ impl Cluster {
                 data_dir: dir.path().join(format!("node{}", i + 1)),
                 log_path: dir.path().join(format!("node{}.log", i + 1)),
                 peers: if peers { list.clone() } else { String::new() },
+                env: Vec::new(),
                 child: None,
             })
             .collect();

@@ -39,8 +39,8 @@ fn lane_lag(now: u64, l: &Lane) -> u64 {
 /// of its lanes has waited over five minutes, `Stable` when it has any
 /// cursor, else `Registered`.
 pub async fn list(State(node): State<Arc<Node>>) -> Json<Value> {
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let now = now_ms(s.now_ms);
     let mut lanes: BTreeMap<(String, String), Vec<Lane>> = BTreeMap::new();
     for l in views::lanes(s, None, now) {
@@ -92,8 +92,8 @@ pub async fn detail(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(group) = path.map_err(bad_path)?;
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let now = now_ms(s.now_ms);
     let mut out = serde_json::Map::new();
     for (qname, qid) in &s.queue_names {
@@ -151,8 +151,8 @@ pub async fn lagging(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Ap
             .map_err(|_| ApiError::bad_request(format!("minLagSeconds must be an integer, not {v:?}")))?,
     };
     let rows = {
-        let m = node.shared.machine.read();
-        views::lagging(&m.state, min, now_ms(m.state.now_ms))
+        let m = node.tenant_state();
+        views::lagging(&*m, min, now_ms(m.now_ms))
     };
     let out: Vec<Value> = rows
         .into_iter()

@@ -66,9 +66,9 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let limit = query_u64(&pairs, "limit", 1, PAGE_MAX)?.unwrap_or(PAGE_DEFAULT) as usize;
     let offset = query_u64(&pairs, "offset", 0, OFFSET_MAX)?.unwrap_or(0) as usize;
     let (rows, mix) = {
-        let m = node.shared.machine.read();
-        let now = now_ms(m.state.now_ms);
-        (views::messages(&m.state, &filter, offset, limit, now), views::reader_mix(&m.state, filter.queue))
+        let m = node.tenant_state();
+        let now = now_ms(m.now_ms);
+        (views::messages(&*m, &filter, offset, limit, now), views::reader_mix(&*m, filter.queue))
     };
     let mut messages = Vec::with_capacity(rows.len());
     for r in rows {
@@ -117,8 +117,8 @@ pub async fn detail(
     // A partition id is a decimal number; anything else names no message.
     let pid: u64 = pid.parse().map_err(|_| not_found())?;
     let (found, mut out) = {
-        let m = node.shared.machine.read();
-        let s = &m.state;
+        let m = node.tenant_state();
+        let s = &*m;
         let now = now_ms(s.now_ms);
         let found = views::locate(s, pid, &txn).ok_or_else(not_found)?;
         let q = &s.queues[&found.queue_id];

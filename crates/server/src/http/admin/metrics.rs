@@ -36,10 +36,10 @@ struct Figures {
 
 fn gather(node: &Node) -> Figures {
     let (queues, leases, applied_entries) = {
-        let m = node.shared.machine.read();
-        let now = now_ms(m.state.now_ms);
-        let live = m.state.leases.values().filter(|l| l.expires_ms > now).count() as u64;
-        (views::queue_summaries(&m.state, now), live, m.state.applied_entries)
+        let m = node.tenant_state();
+        let now = now_ms(m.now_ms);
+        let live = m.leases.values().filter(|l| l.expires_ms > now).count() as u64;
+        (views::queue_summaries(&*m, now), live, m.applied_entries)
     };
     let mut totals = StatusCounts::default();
     queues.iter().for_each(|q| totals.add(q.counts));

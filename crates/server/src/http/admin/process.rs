@@ -66,8 +66,8 @@ impl ProcessFigures {
 pub async fn system_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Json<Value>> {
     let pairs = query_pairs(q.as_deref())?;
     let (now, applied) = {
-        let m = node.shared.machine.read();
-        (now_ms(m.state.now_ms), m.state.applied_entries)
+        let m = node.tenant_state();
+        (now_ms(m.now_ms), m.applied_entries)
     };
     let w = Window::parse(&pairs, now)?;
     let raft = node.raft.metrics().borrow().clone();
@@ -100,14 +100,14 @@ pub async fn system_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery
 /// lease (one pop's claim, over one or more partitions).
 pub async fn worker_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Json<Value>> {
     let pairs = query_pairs(q.as_deref())?;
-    let m = node.shared.machine.read();
-    let now = now_ms(m.state.now_ms);
+    let m = node.tenant_state();
+    let now = now_ms(m.now_ms);
     let w = Window::parse(&pairs, now)?;
     // lease id -> (expiry, queues, partitions, messages)
     let mut workers: BTreeMap<String, (u64, Vec<String>, u64, u64)> = BTreeMap::new();
     // queue -> (lease ids, messages)
     let mut queues: BTreeMap<String, (Vec<String>, u64)> = BTreeMap::new();
-    for l in views::lanes(&m.state, None, now) {
+    for l in views::lanes(&*m, None, now) {
         let Some((id, expires, n)) = l.lease else { continue };
         let wk = workers.entry(id.clone()).or_insert((expires, Vec::new(), 0, 0));
         if !wk.1.contains(&l.queue) {

@@ -53,13 +53,12 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let limit = query_u64(&pairs, "limit", 1, LIST_LIMIT_MAX)?.unwrap_or(LIST_LIMIT_MAX) as usize;
     let offset = query_u64(&pairs, "offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
     let rows: Vec<QueueSummary> = {
-        let m = node.shared.machine.read();
-        let now = now_ms(m.state.now_ms);
-        m.state
-            .queue_names
+        let m = node.tenant_state();
+        let now = now_ms(m.now_ms);
+        m.queue_names
             .iter()
             .filter(|(name, _)| search.is_none_or(|s| name.contains(s)))
-            .filter_map(|(_, id)| m.state.queues.get(id))
+            .filter_map(|(_, id)| m.queues.get(id))
             .filter(|q| namespace.is_none_or(|n| q.namespace.as_deref() == Some(n)))
             .filter(|q| task.is_none_or(|t| q.task.as_deref() == Some(t)))
             .map(|q| views::queue_summary(q, now))
@@ -81,9 +80,9 @@ pub async fn detail(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(name) = path.map_err(bad_path)?;
-    let m = node.shared.machine.read();
-    let now = now_ms(m.state.now_ms);
-    let q = m.state.queue(&name).ok_or_else(|| queue_not_found(&name))?;
+    let m = node.tenant_state();
+    let now = now_ms(m.now_ms);
+    let q = m.queue(&name).ok_or_else(|| queue_not_found(&name))?;
     let view = QueueView::new(q, now);
     let s = views::queue_summary(q, now);
     let partitions: Vec<Value> = q
@@ -149,9 +148,9 @@ pub async fn depth(
     let Path(name) = path.map_err(bad_path)?;
     let pairs = query_pairs(q.as_deref())?;
     let group = param(&pairs, "group");
-    let m = node.shared.machine.read();
-    let now = now_ms(m.state.now_ms);
-    let q = m.state.queue(&name).ok_or_else(|| queue_not_found(&name))?;
+    let m = node.tenant_state();
+    let now = now_ms(m.now_ms);
+    let q = m.queue(&name).ok_or_else(|| queue_not_found(&name))?;
     let view = QueueView::new(q, now);
     let gid = group.and_then(|g| q.group_index.get(g).copied());
     let mut parts = Vec::with_capacity(q.partitions.len());

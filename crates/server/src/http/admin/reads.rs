@@ -105,10 +105,10 @@ pub async fn fetch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
         tokio::pin!(notified);
         notified.as_mut().enable();
         let plans: Vec<FetchPlan> = {
-            let m = node.shared.machine.read();
+            let m = node.tenant_state();
             let mut left = call_bytes;
             asks.iter()
-                .map(|(q, p, off, eb)| views::plan_fetch(&m.state, q, p, *off, *eb, &mut left, ENTRY_RECORDS_MAX))
+                .map(|(q, p, off, eb)| views::plan_fetch(&*m, q, p, *off, *eb, &mut left, ENTRY_RECORDS_MAX))
                 .collect()
         };
         let got: u64 = plans.iter().flat_map(|p| &p.records).map(|(_, m)| (m.len as u64).max(1)).sum();
@@ -201,8 +201,8 @@ pub async fn changed(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRej
         let limit = e.limit.unwrap_or(PAGE_MAX).clamp(1, PAGE_MAX) as usize;
         asks.push((e.queue.as_str(), since, parse_cursor(e.after.as_deref()), limit));
     }
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let entries: Vec<Value> = asks
         .iter()
         .map(|&(queue, since, start, limit)| {

@@ -26,8 +26,8 @@ const PARTITIONS_MAX: u64 = 10_000;
 /// over the (group, partition) lanes that owe anything: `time` in seconds
 /// since the oldest message each has not settled, `offset` in messages.
 pub async fn overview(State(node): State<Arc<Node>>) -> Json<Value> {
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let now = now_ms(s.now_ms);
     let summaries = views::queue_summaries(s, now);
     let mut counts = StatusCounts::default();
@@ -92,15 +92,15 @@ fn by_label(s: &MachineState, now: u64, label: fn(&QueueSummary) -> &Option<Stri
 
 /// `GET /api/v1/resources/namespaces`: every namespace a queue carries.
 pub async fn namespaces(State(node): State<Arc<Node>>) -> Json<Value> {
-    let m = node.shared.machine.read();
-    let rows = by_label(&m.state, now_ms(m.state.now_ms), |q| &q.namespace);
+    let m = node.tenant_state();
+    let rows = by_label(&*m, now_ms(m.now_ms), |q| &q.namespace);
     Json(json!({ "namespaces": rows, "total": rows.len() }))
 }
 
 /// `GET /api/v1/resources/tasks`: every task a queue carries.
 pub async fn tasks(State(node): State<Arc<Node>>) -> Json<Value> {
-    let m = node.shared.machine.read();
-    let rows = by_label(&m.state, now_ms(m.state.now_ms), |q| &q.task);
+    let m = node.tenant_state();
+    let rows = by_label(&*m, now_ms(m.now_ms), |q| &q.task);
     Json(json!({ "tasks": rows, "total": rows.len() }))
 }
 
@@ -114,9 +114,9 @@ pub async fn partitions(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) ->
     let queue = param(&pairs, "queue");
     let limit = query_u64(&pairs, "limit", 1, PARTITIONS_MAX)?.unwrap_or(PARTITIONS_DEFAULT) as usize;
     let (rows, now) = {
-        let m = node.shared.machine.read();
-        let now = now_ms(m.state.now_ms);
-        (views::ranked_partitions(&m.state, queue, limit, now), now)
+        let m = node.tenant_state();
+        let now = now_ms(m.now_ms);
+        (views::ranked_partitions(&*m, queue, limit, now), now)
     };
     let out: Vec<Value> = rows
         .iter()

@@ -54,8 +54,8 @@ fn series(s: &MachineState, queue: Option<&str>, w: &Window) -> (Vec<Value>, u64
 /// `GET /api/v1/status[?from=&to=]`.
 pub async fn overall(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Json<Value>> {
     let pairs = query_pairs(q.as_deref())?;
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let now = now_ms(s.now_ms);
     let w = Window::parse(&pairs, now)?;
     let (throughput, ingested, dead_in_window) = series(s, None, &w);
@@ -108,9 +108,9 @@ pub async fn queues(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Api
     let task = param(&pairs, "task");
     let limit = query_u64(&pairs, "limit", 1, QUEUES_LIMIT_MAX)?.unwrap_or(QUEUES_LIMIT_DEFAULT) as usize;
     let offset = query_u64(&pairs, "offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
-    let m = node.shared.machine.read();
-    let now = now_ms(m.state.now_ms);
-    let rows: Vec<_> = views::queue_summaries(&m.state, now)
+    let m = node.tenant_state();
+    let now = now_ms(m.now_ms);
+    let rows: Vec<_> = views::queue_summaries(&*m, now)
         .into_iter()
         .filter(|q| namespace.is_none_or(|n| q.namespace.as_deref() == Some(n)))
         .filter(|q| task.is_none_or(|t| q.task.as_deref() == Some(t)))
@@ -153,8 +153,8 @@ pub async fn queue(
 ) -> ApiResult<Json<Value>> {
     let Path(name) = path.map_err(bad_path)?;
     let pairs = query_pairs(q.as_deref())?;
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let now = now_ms(s.now_ms);
     let w = Window::parse(&pairs, now)?;
     let q = s.queue(&name).ok_or_else(|| queue_not_found(&name))?;
@@ -199,8 +199,8 @@ pub async fn queue(
 pub async fn analytics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Json<Value>> {
     let pairs = query_pairs(q.as_deref())?;
     let queue = param(&pairs, "queue");
-    let m = node.shared.machine.read();
-    let s = &m.state;
+    let m = node.tenant_state();
+    let s = &*m;
     let w = Window::parse(&pairs, now_ms(s.now_ms))?;
     if let Some(name) = queue {
         s.queue(name).ok_or_else(|| queue_not_found(name))?;

@@ -1,0 +1,62 @@
+//! Which tenant a request acts for.
+//!
+//! With tenancy on, the `x-queen-tenant` header names the tenant; without
+//! it (or with tenancy off) the request acts for the default tenant. The
+//! route layer runs each handler inside [`scope`], so the node wraps every
+//! command the handler proposes for that tenant and reads that tenant's
+//! state, without any handler knowing tenants exist. Work outside a
+//! request (timers, sweeps) runs for every tenant at once.
+
+use std::future::Future;
+
+use crate::http::ApiError;
+
+pub const TENANT_HEADER: &str = "x-queen-tenant";
+/// Longest tenant name, in bytes.
+pub const TENANT_NAME_BYTES_MAX: usize = 128;
+
+tokio::task_local! {
+    static TENANT: Option<String>;
+}
+
+/// The tenant of the request being handled on this task; `None` for the
+/// default tenant and outside requests.
+pub fn current() -> Option<String> {
+    TENANT.try_with(Clone::clone).ok().flatten()
+}
+
+/// Runs `fut` as work of `tenant`.
+pub async fn scope<F: Future>(tenant: Option<String>, fut: F) -> F::Output {
+    TENANT.scope(tenant, fut).await
+}
+
+/// The tenant a header value names: letters, digits, `.`, `_`, `-`, 1 to
+/// [`TENANT_NAME_BYTES_MAX`] bytes. An empty value is the default tenant.
+pub fn parse(value: Option<&[u8]>) -> Result<Option<String>, ApiError> {
+    let Some(raw) = value.filter(|v| !v.is_empty()) else { return Ok(None) };
+    let ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if raw.len() > TENANT_NAME_BYTES_MAX {
+        return Err(ApiError::bad_request(format!(
+            "{TENANT_HEADER} is {} bytes; at most {TENANT_NAME_BYTES_MAX}",
+            raw.len()
+        )));
+    }
+    if !raw.iter().all(ok) {
+        return Err(ApiError::bad_request(format!("{TENANT_HEADER} may hold only letters, digits, '.', '_' and '-'")));
+    }
+    Ok(Some(String::from_utf8(raw.to_vec()).expect("ASCII")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_names() {
+        assert_eq!(parse(None).unwrap(), None);
+        assert_eq!(parse(Some(b"")).unwrap(), None);
+        assert_eq!(parse(Some(b"acme-1.eu_west")).unwrap().as_deref(), Some("acme-1.eu_west"));
+        assert!(parse(Some(b"a/b")).is_err());
+        assert!(parse(Some(&[b'a'; TENANT_NAME_BYTES_MAX + 1])).is_err());
+    }
+}

@@ -1,0 +1,116 @@
+//! Tenants over HTTP: with tenancy on, requests naming different tenants in
+//! `x-queen-tenant` share queue, partition, KV and ephemeral names and
+//! still never see each other's data; requests without the header act for
+//! the default tenant. Run through a follower of a three-node cluster, so
+//! the header also survives forwarding.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+mod support;
+
+use serde_json::{json, Value};
+
+use cluster::{assert_states_identical, Cluster, CONVERGE};
+use support::client;
+
+struct Tenant<'a> {
+    c: &'a reqwest::Client,
+    base: String,
+    name: Option<&'a str>,
+}
+
+impl Tenant<'_> {
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.c.request(method, format!("{}{path}", self.base));
+        if let Some(t) = self.name {
+            req = req.header("x-queen-tenant", t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("a response");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    async fn push(&self, n: usize) {
+        let items: Vec<Value> = (0..n)
+            .map(|i| json!({ "queue": "orders", "partition": "p", "payload": { "who": self.name, "i": i } }))
+            .collect();
+        let (s, v) = self.post("/api/v1/push", json!({ "items": items })).await;
+        assert_eq!(s, 201, "{v}");
+    }
+
+    async fn pop_all(&self) -> Vec<Value> {
+        let (s, v) = self.get("/api/v1/pop/queue/orders?batch=100&wait=false").await;
+        assert_eq!(s, 200, "{v}");
+        v["messages"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_with_the_same_names_never_see_each_other() {
+    let cluster = Cluster::start_with(3, &[("REGINA_TENANCY", "on")]);
+    let leader = cluster.wait_for_leader(CONVERGE);
+    let follower = cluster.nodes.iter().find(|n| n.id != leader).unwrap().base();
+    let c = client();
+    let tenants: Vec<Tenant> = [None, Some("acme"), Some("globex")]
+        .into_iter()
+        .map(|name| Tenant { c: &c, base: follower.clone(), name })
+        .collect();
+
+    for (t, n) in tenants.iter().zip([2, 3, 1]) {
+        t.push(n).await;
+        let put = json!({ "operations": [{ "op": "put", "ns": "cfg", "key": "k", "value": { "owner": t.name }, "forever": true }] });
+        let (s, v) = t.post("/api/v1/kv", put).await;
+        assert_eq!(s, 200, "{v}");
+        let eph = json!({ "queue": "replies", "messages": [{ "payload": { "owner": t.name } }] });
+        let (s, v) = t.post("/api/v1/ephemeral/push", eph).await;
+        assert_eq!(s, 201, "{v}");
+    }
+    for (t, n) in tenants.iter().zip([2, 3, 1]) {
+        let msgs = t.pop_all().await;
+        assert_eq!(msgs.len(), n, "{:?}: {msgs:?}", t.name);
+        assert!(msgs.iter().all(|m| m["data"]["who"] == json!(t.name)), "{:?} saw another's: {msgs:?}", t.name);
+        let offsets: Vec<u64> = msgs.iter().map(|m| m["offset"].as_u64().unwrap()).collect();
+        assert_eq!(offsets, (0..n as u64).collect::<Vec<_>>(), "offsets count per tenant");
+        let (s, v) = t.get("/api/v1/kv/cfg/k").await;
+        assert_eq!((s, &v["value"]), (200, &json!({ "owner": t.name })), "{v}");
+        let (s, v) = t.get("/api/v1/ephemeral/pop?queue=replies&batch=10").await;
+        assert_eq!(s, 200, "{v}");
+        let eph = v["messages"].as_array().cloned().unwrap_or_default();
+        assert_eq!(eph.len(), 1, "{:?}: {v}", t.name);
+        assert_eq!(eph[0]["payload"], json!({ "owner": t.name }));
+        let (s, v) = t.get("/api/v1/resources/queues").await;
+        assert_eq!(s, 200, "{v}");
+    }
+    // A tenant that never wrote sees nothing at all.
+    let stranger = Tenant { c: &c, base: follower.clone(), name: Some("initech") };
+    assert!(stranger.pop_all().await.is_empty());
+    let (s, v) = stranger.get("/api/v1/kv/cfg/k").await;
+    assert_eq!((s, &v["found"]), (200, &json!(false)), "{v}");
+    // A lease taken by one tenant cannot be acked by another.
+    let acme = &tenants[1];
+    let (s, v) = acme.post("/api/v1/push", json!({ "items": [{ "queue": "jobs", "payload": 1 }] })).await;
+    assert_eq!(s, 201, "{v}");
+    let (_, popped) = acme.get("/api/v1/pop/queue/jobs?batch=1&wait=false").await;
+    let m = &popped["messages"][0];
+    let ack = json!({ "transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": popped["leaseId"], "status": "completed" });
+    let (_, theirs) = tenants[2].post("/api/v1/ack", ack.clone()).await;
+    let (_, mine) = acme.post("/api/v1/ack", ack).await;
+    assert_ne!(theirs[0]["success"], json!(true), "another tenant acked acme's lease: {theirs}");
+    assert_eq!(mine[0]["success"], json!(true), "{mine}");
+
+    let (s, v) = Tenant { c: &c, base: follower.clone(), name: Some("no/slashes") }.get("/api/v1/kv/cfg/k").await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap_or_default().contains("x-queen-tenant"), "{v}");
+    assert_states_identical(&c, &cluster).await;
+}
