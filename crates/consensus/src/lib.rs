@@ -16,8 +16,10 @@ pub mod log_index;
 pub mod log_store;
 pub mod meta_file;
 pub mod network;
+pub mod shared_wal;
 pub mod state_machine;
 pub mod types;
+pub mod wal_record;
 
 pub use log_store::LogStore;
 pub use state_machine::{SharedState, StateMachineStore};

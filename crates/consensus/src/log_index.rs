@@ -1,6 +1,9 @@
 //! Where each Raft log entry lives: an in-memory map from log index to the
 //! WAL record holding it, plus a cache of recent entries so that applying an
-//! entry just appended does not read it back from disk.
+//! entry just appended does not read it back from disk. Each Raft group has
+//! its own index, and so its own cache bounds: a busy group then never
+//! evicts entries another group is about to apply, and no append has to lock
+//! another group's index.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -14,7 +17,17 @@ const CACHE_ENTRIES_MAX: usize = 8192;
 /// entries (pushes of thousands of messages, batches) pin gigabytes.
 const CACHE_BYTES_MAX: usize = 64 << 20;
 
-#[derive(Default)]
+/// Where the oldest entry an index keeps was written, which is as far back
+/// as the WAL must be kept for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oldest {
+    /// No entry is kept: the index needs nothing of the WAL.
+    Nothing,
+    /// Appended but not yet reported written; its position is unknown.
+    Unwritten,
+    At(RecordPos),
+}
+
 pub struct LogIndex {
     /// Index of `locs[0]`.
     pub first: u64,
@@ -24,9 +37,33 @@ pub struct LogIndex {
     /// Recent entries with their encoded size.
     cache: BTreeMap<u64, (RaftEntry, usize)>,
     cache_bytes: usize,
+    /// Bound on `cache_bytes`: the node's budget shared by its groups.
+    cache_bytes_max: usize,
 }
 
+impl Default for LogIndex {
+    fn default() -> Self {
+        LogIndex::with_cache_share(1)
+    }
+}
+
+/// Cache bytes one group keeps at least, however many groups share.
+const CACHE_BYTES_MIN: usize = 4 << 20;
+
 impl LogIndex {
+    /// An empty index whose cache takes a `1/shares` part of the node's
+    /// cache budget (one part per Raft group), and at least a few MiB.
+    pub fn with_cache_share(shares: usize) -> Self {
+        LogIndex {
+            first: 0,
+            locs: VecDeque::new(),
+            last_purged: None,
+            cache: BTreeMap::new(),
+            cache_bytes: 0,
+            cache_bytes_max: (CACHE_BYTES_MAX / shares.max(1)).max(CACHE_BYTES_MIN),
+        }
+    }
+
     pub fn last_log_id(&self) -> Option<LogId> {
         self.locs.back().map(|(id, _)| *id).or(self.last_purged)
     }
@@ -63,7 +100,7 @@ impl LogIndex {
     /// Trims the cache to its bound, never dropping an entry that is not yet
     /// on disk (it could not be read back).
     fn evict(&mut self) {
-        while self.cache.len() > CACHE_ENTRIES_MAX || self.cache_bytes > CACHE_BYTES_MAX {
+        while self.cache.len() > CACHE_ENTRIES_MAX || self.cache_bytes > self.cache_bytes_max {
             let Some(&oldest) = self.cache.keys().next() else {
                 return;
             };
@@ -78,9 +115,14 @@ impl LogIndex {
 
     /// Records where an appended entry was written.
     pub fn set_pos(&mut self, index: u64, id: LogId, pos: RecordPos) {
-        if let Some(slot) = index.checked_sub(self.first).and_then(|i| self.locs.get_mut(i as usize)) {
-            if slot.0 == id {
-                slot.1 = Some(pos);
+        if let Some(i) = index.checked_sub(self.first).map(|i| i as usize).filter(|i| *i < self.locs.len()) {
+            if self.locs[i].0 == id {
+                // Releasing WAL segments relies on the oldest kept entry
+                // lying first in the WAL; the writer completes appends in
+                // order, so an earlier entry was never placed after this one.
+                let before = i.checked_sub(1).and_then(|b| self.locs[b].1);
+                assert!(before.is_none_or(|b| b < pos), "entry {index} placed at {pos:?}, before its predecessor");
+                self.locs[i].1 = Some(pos);
             }
         }
         self.evict();
@@ -109,6 +151,29 @@ impl LogIndex {
         self.cache = kept;
         if self.last_purged.is_none_or(|p| p.index < upto.index) {
             self.last_purged = Some(upto);
+        }
+    }
+
+    /// Replays an entry found in the WAL at open. Entries at or before the
+    /// purge point are skipped; anything else must continue the log.
+    pub fn replay(&mut self, id: LogId, pos: RecordPos) -> Result<(), String> {
+        if self.last_purged.is_some_and(|p| id.index <= p.index) {
+            return Ok(());
+        }
+        if id.index > self.end() && !self.locs.is_empty() {
+            return Err(format!("entry {} follows {}", id.index, self.end() - 1));
+        }
+        self.push(id, Some(pos), None);
+        Ok(())
+    }
+
+    /// The oldest kept entry's record. Entries are written in the order they
+    /// are pushed, so no kept entry lies before it.
+    pub fn oldest(&self) -> Oldest {
+        match self.locs.front() {
+            None => Oldest::Nothing,
+            Some((_, None)) => Oldest::Unwritten,
+            Some((_, Some(pos))) => Oldest::At(*pos),
         }
     }
 
@@ -155,5 +220,35 @@ mod tests {
         assert!(idx.cached(10).is_some(), "the newest stays");
         idx.purge(entry(10).0);
         assert_eq!(idx.cached_bytes(), 0);
+    }
+
+    #[test]
+    fn oldest_is_the_first_kept_entry() {
+        let pos = |offset| RecordPos { segment: 2, offset };
+        let mut idx = LogIndex::default();
+        assert_eq!(idx.oldest(), Oldest::Nothing);
+        idx.replay(entry(1).0, pos(10)).unwrap();
+        idx.replay(entry(2).0, pos(20)).unwrap();
+        assert_eq!(idx.oldest(), Oldest::At(pos(10)));
+        idx.purge(entry(1).0);
+        assert_eq!(idx.oldest(), Oldest::At(pos(20)));
+        idx.truncate(2);
+        assert_eq!(idx.oldest(), Oldest::Nothing);
+        let (id, e) = entry(2);
+        idx.push(id, None, Some((e, 1)));
+        assert_eq!(idx.oldest(), Oldest::Unwritten);
+    }
+
+    #[test]
+    fn replay_skips_purged_entries_and_refuses_gaps() {
+        let pos = |offset| RecordPos { segment: 0, offset };
+        let mut idx = LogIndex::default();
+        idx.purge(entry(3).0);
+        for i in 1..=4 {
+            idx.replay(entry(i).0, pos(i)).unwrap();
+        }
+        assert_eq!((idx.first, idx.end()), (4, 5));
+        let err = idx.replay(entry(6).0, pos(6)).unwrap_err();
+        assert_eq!(err, "entry 6 follows 4");
     }
 }

@@ -4,8 +4,11 @@
 //! at once; the writer covers them, together with everything else pending,
 //! with one fdatasync and only then tells openraft they are flushed. That
 //! callback is what lets openraft commit, so no write is answered before the
-//! disk has it. The vote and the purge point live in a small meta file that
-//! is replaced atomically.
+//! disk has it. The vote and the purge point live in a small meta file per
+//! group that is replaced atomically.
+//!
+//! Several Raft groups can share one WAL ([`LogStore::open_groups`]); each
+//! `LogStore` is then one group's log and sees only that group's records.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -14,81 +17,60 @@ use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
-use parking_lot::Mutex;
-use regina_storage::{Io, RecordPos, Wal, WalOptions};
-use serde::{Deserialize, Serialize};
+use regina_storage::{Io, WalOptions};
 
-use crate::log_index::LogIndex;
-use crate::meta_file::{Meta, MetaFile};
+use crate::meta_file::Meta;
+use crate::shared_wal::{Group, SharedWal};
 use crate::types::{LogId, RaftEntry, StorageError, TypeConfig, Vote};
+use crate::wal_record::{self, Record};
 
-/// One record of the WAL, as this crate writes it.
-#[derive(Serialize, Deserialize)]
-enum WalRecord {
-    Entry(RaftEntry),
-    /// Entries at and after `since` were dropped (a conflicting tail).
-    Truncate {
-        since: u64,
-    },
-}
-
-struct Inner {
-    wal: Wal,
-    index: Mutex<LogIndex>,
-    meta_file: MetaFile,
-    meta: Mutex<Meta>,
-}
-
-/// The log store; cheap to clone (clones share one WAL).
+/// One Raft group's log store; cheap to clone (clones share one WAL, and
+/// so do the stores of the other groups opened with it).
 #[derive(Clone)]
 pub struct LogStore {
-    inner: Arc<Inner>,
+    shared: Arc<SharedWal>,
+    group: u16,
 }
 
 impl LogStore {
-    /// Opens (or creates) the log under `dir`, recovering the WAL.
+    /// Opens (or creates) a single-group log under `dir`, recovering the
+    /// WAL: group 0 of [`LogStore::open_groups`].
     pub fn open(dir: &Path, options: WalOptions, io: Arc<dyn Io>) -> Result<LogStore, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let meta_file = MetaFile::new(dir);
-        let meta = meta_file.load().map_err(|e| e.to_string())?;
-        let (wal, records) = Wal::open(&dir.join("wal"), options, io).map_err(|e| e.to_string())?;
-        let mut index = LogIndex::default();
-        if let Some(p) = meta.last_purged {
-            index.purge(p);
-        }
-        for (pos, bytes) in records {
-            let record: WalRecord =
-                bincode::deserialize(&bytes).map_err(|e| format!("undecodable WAL record at {pos:?}: {e}"))?;
-            match record {
-                WalRecord::Entry(e) => {
-                    if meta.last_purged.is_some_and(|p| e.log_id.index <= p.index) {
-                        continue;
-                    }
-                    if e.log_id.index > index.end() && !index.locs.is_empty() {
-                        return Err(format!("WAL has a gap: entry {} follows {}", e.log_id.index, index.end() - 1));
-                    }
-                    index.push(e.log_id, Some(pos), None);
-                }
-                WalRecord::Truncate { since } => index.truncate(since),
-            }
-        }
-        let inner = Inner { wal, index: Mutex::new(index), meta_file, meta: Mutex::new(meta) };
-        Ok(LogStore { inner: Arc::new(inner) })
+        let mut stores = Self::open_groups(dir, 1, options, io)?;
+        Ok(stores.swap_remove(0))
     }
 
-    /// Bytes appended to the WAL since it was opened.
+    /// Opens (or creates) the log of `groups` Raft groups under `dir`, all
+    /// sharing one WAL in `dir/wal`; store `i` is group `i`. A log written
+    /// by [`LogStore::open`] is group 0's. Fails if the directory holds a
+    /// group numbered `groups` or above.
+    pub fn open_groups(dir: &Path, groups: u16, options: WalOptions, io: Arc<dyn Io>) -> Result<Vec<LogStore>, String> {
+        let shared = Arc::new(SharedWal::open(dir, groups, options, io)?);
+        Ok((0..groups).map(|group| LogStore { shared: Arc::clone(&shared), group }).collect())
+    }
+
+    /// The Raft group this store is the log of.
+    pub fn group(&self) -> u16 {
+        self.group
+    }
+
+    /// Bytes appended to the shared WAL since it was opened, by all groups.
     pub fn wal_bytes_written(&self) -> u64 {
-        self.inner.wal.bytes_written()
+        self.shared.wal.bytes_written()
     }
 
-    /// Why the WAL refuses writes, if it does.
+    /// Why the shared WAL refuses writes, if it does.
     pub fn poisoned(&self) -> Option<String> {
-        self.inner.wal.poisoned()
+        self.shared.wal.poisoned()
+    }
+
+    fn this(&self) -> &Group {
+        self.shared.group(self.group)
     }
 
     fn read_entry(&self, index: u64) -> Result<Option<RaftEntry>, StorageError> {
         let (id, pos) = {
-            let idx = self.inner.index.lock();
+            let idx = self.this().index.lock();
             if let Some(e) = idx.cached(index) {
                 return Ok(Some(e.clone()));
             }
@@ -102,26 +84,23 @@ impl LogStore {
                 StorageIOError::read_log_at_index(index, &std::io::Error::other("entry not yet written")).into()
             );
         };
-        let bytes = self.inner.wal.read(pos).map_err(|e| StorageIOError::read_log_entry(id, &e))?;
-        match bincode::deserialize(&bytes) {
-            Ok(WalRecord::Entry(e)) if e.log_id == id => Ok(Some(e)),
+        let bytes = self.shared.wal.read(pos).map_err(|e| StorageIOError::read_log_entry(id, &e))?;
+        match wal_record::decode(&bytes) {
+            Ok((g, Record::Entry(e))) if g == self.group && e.log_id == id => Ok(Some(e)),
             Ok(_) => Err(StorageIOError::read_log_entry(id, &std::io::Error::other("record is not that entry")).into()),
             Err(e) => Err(StorageIOError::read_log_entry(id, &e).into()),
         }
     }
 
     fn store_meta(&self, change: impl FnOnce(&mut Meta)) -> Result<(), std::io::Error> {
-        let mut meta = self.inner.meta.lock();
+        let group = self.this();
+        let mut meta = group.meta.lock();
         let mut next = meta.clone();
         change(&mut next);
-        self.inner.meta_file.store(&next)?;
+        group.meta_file.store(&next)?;
         *meta = next;
         Ok(())
     }
-}
-
-fn encode(record: &WalRecord) -> Vec<u8> {
-    bincode::serialize(record).expect("WAL records always encode")
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -130,7 +109,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<RaftEntry>, StorageError> {
         let (first, end) = {
-            let idx = self.inner.index.lock();
+            let idx = self.this().index.lock();
             (idx.first, idx.end())
         };
         let start = match range.start_bound() {
@@ -160,7 +139,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
-        let idx = self.inner.index.lock();
+        let idx = self.this().index.lock();
         Ok(LogState { last_purged_log_id: idx.last_purged, last_log_id: idx.last_log_id() })
     }
 
@@ -174,7 +153,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        Ok(self.inner.meta.lock().vote)
+        Ok(self.this().meta.lock().vote)
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
@@ -184,22 +163,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut records = Vec::new();
         let mut ids = Vec::new();
+        let index = Arc::clone(&self.this().index);
         {
-            let mut idx = self.inner.index.lock();
+            let mut idx = index.lock();
             for e in entries {
-                let record = encode(&WalRecord::Entry(e.clone()));
+                let record = wal_record::encode_entry(self.group, &e);
                 let bytes = record.len();
                 records.push(record);
                 ids.push(e.log_id);
                 idx.push(e.log_id, None, Some((e, bytes)));
             }
         }
-        let inner = self.inner.clone();
-        self.inner.wal.append(
+        self.shared.wal.append(
             records,
             Box::new(move |res| match res {
                 Ok(positions) => {
-                    let mut idx = inner.index.lock();
+                    let mut idx = index.lock();
                     for (id, pos) in ids.iter().zip(positions) {
                         idx.set_pos(id.index, *id, pos);
                     }
@@ -213,11 +192,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.inner.index.lock().truncate(log_id.index);
-        let rec = encode(&WalRecord::Truncate { since: log_id.index });
+        self.this().index.lock().truncate(log_id.index);
+        let rec = wal_record::encode_truncate(self.group, log_id.index);
         // Ordered before any later append by the WAL's single queue; the next
         // group commit makes it durable.
-        self.inner.wal.append(vec![rec], Box::new(|_| {}));
+        self.shared.wal.append(vec![rec], Box::new(|_| {}));
         Ok(())
     }
 
@@ -228,22 +207,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         })
         .map_err(|e| StorageIOError::write_logs(&e))?;
-        let release_before = {
-            let mut idx = self.inner.index.lock();
-            idx.purge(log_id);
-            if idx.locs.is_empty() {
-                // Nothing is kept, so every record in the segments before
-                // the one being written is purged. Read under the index lock:
-                // an entry appended after this lands in that segment or a
-                // later one.
-                Some(RecordPos { segment: self.inner.wal.current_segment(), offset: 0 })
-            } else {
-                idx.get(idx.first).and_then(|(_, pos)| pos)
-            }
-        };
-        if let Some(pos) = release_before {
-            self.inner.wal.release_segments_before(pos).map_err(|e| StorageIOError::write_logs(&e))?;
-        }
+        self.this().index.lock().purge(log_id);
+        // The segments behind this group's purge point may still hold
+        // entries another group keeps; the shared WAL decides.
+        self.shared.release_unneeded_segments().map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())
     }
 }

@@ -1,6 +1,10 @@
 //! The small file that holds what must survive beside the log: the vote and
-//! the last purged log id. It changes rarely, so it is rewritten whole,
-//! atomically: write a temp file, fsync, rename, fsync the directory.
+//! the last purged log id, one file per Raft group. It changes rarely, so it
+//! is rewritten whole, atomically: write a temp file, fsync, rename, fsync
+//! the directory.
+//!
+//! Group 0 keeps the name a single-group log has always used (`raft-meta`);
+//! group `g > 0` uses `raft-meta-{g}` in the same directory.
 
 use std::fs;
 use std::io::Write;
@@ -16,14 +20,44 @@ pub struct Meta {
     pub last_purged: Option<LogId>,
 }
 
+const NAME: &str = "raft-meta";
+
 pub struct MetaFile {
     path: PathBuf,
     dir: PathBuf,
 }
 
 impl MetaFile {
+    /// Group 0's file.
     pub fn new(dir: &Path) -> Self {
-        MetaFile { path: dir.join("raft-meta"), dir: dir.to_path_buf() }
+        Self::for_group(dir, 0)
+    }
+
+    pub fn for_group(dir: &Path, group: u16) -> Self {
+        let name = if group == 0 { NAME.to_string() } else { format!("{NAME}-{group}") };
+        MetaFile { path: dir.join(name), dir: dir.to_path_buf() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The groups above 0 that have a meta file in `dir`, ascending. Leftover
+    /// temp files do not count: their rename never happened.
+    pub fn groups_in(dir: &Path) -> std::io::Result<Vec<u16>> {
+        let mut groups = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let Some(suffix) = name.to_str().and_then(|n| n.strip_prefix(NAME)?.strip_prefix('-')) else {
+                continue;
+            };
+            // Only the canonical spelling is one of ours ("07" is not).
+            if let Some(g) = suffix.parse::<u16>().ok().filter(|g| *g > 0 && g.to_string() == suffix) {
+                groups.push(g);
+            }
+        }
+        groups.sort_unstable();
+        Ok(groups)
     }
 
     pub fn load(&self) -> std::io::Result<Meta> {
@@ -57,4 +91,33 @@ impl MetaFile {
 
 fn crc32(b: &[u8]) -> u32 {
     crc32c::crc32c(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    #[test]
+    fn each_group_has_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(MetaFile::new(dir.path()).path(), dir.path().join("raft-meta"));
+        assert_eq!(MetaFile::for_group(dir.path(), 0).path(), dir.path().join("raft-meta"));
+        assert_eq!(MetaFile::for_group(dir.path(), 12).path(), dir.path().join("raft-meta-12"));
+
+        let purged = LogId::new(CommittedLeaderId::new(2, 1), 5);
+        let meta = |term| Meta { vote: Some(Vote::new(term, 1)), last_purged: Some(purged) };
+        for g in [0, 3, 12] {
+            MetaFile::for_group(dir.path(), g).store(&meta(u64::from(g))).unwrap();
+        }
+        for g in [0, 3, 12] {
+            assert_eq!(MetaFile::for_group(dir.path(), g).load().unwrap(), meta(u64::from(g)));
+        }
+        assert_eq!(MetaFile::for_group(dir.path(), 4).load().unwrap(), Meta::default());
+
+        for stray in ["raft-meta-3.tmp", "raft-meta-07", "raft-meta-0", "raft-meta-x", "raft-meta-70000"] {
+            fs::write(dir.path().join(stray), b"").unwrap();
+        }
+        assert_eq!(MetaFile::groups_in(dir.path()).unwrap(), vec![3, 12]);
+    }
 }

@@ -33,10 +33,25 @@ use serde::{Deserialize, Serialize};
 use crate::state_machine::SharedState;
 use crate::types::{NodeId, TypeConfig, Vote};
 
-/// Paths of the Raft routes every node serves.
+/// Paths of the Raft routes every group's replica serves. A node reaches
+/// group `g` of a peer under [`group_prefix`]`(g)` in front of them.
 pub const APPEND_PATH: &str = "/internal/raft/append";
 pub const VOTE_PATH: &str = "/internal/raft/vote";
 pub const SNAPSHOT_PATH: &str = "/internal/raft/snapshot";
+
+/// Where a node serves the internal routes of its Raft group `group`:
+/// `/internal/g/{group}` replaces `/internal` of the group's own paths.
+pub fn group_prefix(group: u16) -> String {
+    format!("/internal/g/{group}")
+}
+
+/// `path` (an `/internal/...` path of one group) as a peer reaches it.
+pub fn group_path(group: u16, path: &str) -> String {
+    match path.strip_prefix("/internal") {
+        Some(rest) => format!("{}{rest}", group_prefix(group)),
+        None => path.to_string(),
+    }
+}
 
 /// How long one snapshot part may take on the wire (a body segment is at
 /// most 64 MiB).
@@ -61,23 +76,25 @@ pub fn segment_path(snapshot_id: &str, segment: u64) -> String {
 pub struct HttpNetwork {
     client: reqwest::Client,
     shared: Arc<SharedState>,
+    group: u16,
 }
 
 impl HttpNetwork {
     /// `shared` is this node's state machine: snapshots sent from here carry
     /// its body segments.
-    pub fn new(shared: Arc<SharedState>) -> HttpNetwork {
+    pub fn new(shared: Arc<SharedState>, group: u16) -> HttpNetwork {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(1))
             .pool_idle_timeout(Duration::from_secs(30))
             .build()
             .expect("an HTTP client");
-        HttpNetwork { client, shared }
+        HttpNetwork { client, shared, group }
     }
 }
 
 pub struct HttpPeer {
     target: NodeId,
+    group: u16,
     base: String,
     client: reqwest::Client,
     shared: Arc<SharedState>,
@@ -88,7 +105,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
         let base = if node.addr.contains("://") { node.addr.clone() } else { format!("http://{}", node.addr) };
-        HttpPeer { target, base, client: self.client.clone(), shared: self.shared.clone() }
+        HttpPeer { target, group: self.group, base, client: self.client.clone(), shared: self.shared.clone() }
     }
 }
 
@@ -118,7 +135,7 @@ impl Failure {
 
 impl HttpPeer {
     async fn post(&self, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Vec<u8>, Failure> {
-        let url = format!("{}{path}", self.base);
+        let url = format!("{}{}", self.base, group_path(self.group, path));
         let sent = self.client.post(&url).timeout(timeout).body(body).send().await;
         let resp = sent.map_err(|e| {
             let io = std::io::Error::other(format!("node {} at {url}: {e}", self.target));

@@ -16,12 +16,12 @@ use std::time::Duration;
 use openraft::storage::{LogState, RaftLogStorage, RaftStateMachine};
 use openraft::testing::log_id;
 use openraft::{BasicNode, Config, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, SnapshotPolicy, Vote};
-use regina_consensus::network::NoPeers;
 use regina_consensus::types::{LogId, RaftEntry, StorageError};
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore, TypeConfig};
 use regina_state::command::{PushCmd, PushItem};
 use regina_state::outcome::PushResult;
 use regina_state::{BodyRecord, Command, Entry, Outcome, State};
+use support::no_peers::NoPeers;
 use support::{open_log, open_sm, wal_segments, OurSuite};
 
 /// Tiny segments: a blank entry's record is a few dozen bytes, so even the

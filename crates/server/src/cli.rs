@@ -100,6 +100,20 @@ async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
 
 fn print_members(view: &Value) {
     println!("leader: node {} (term {})", text(&view["leader"]), text(&view["term"]));
+    if let Some(groups) = view["groups"].as_array() {
+        println!("{:>5}  {:>6} {:<10} {:>6} {:>10} {:>10}", "group", "leader", "role", "term", "commit", "applied");
+        for g in groups {
+            println!(
+                "{:>5}  {:>6} {:<10} {:>6} {:>10} {:>10}",
+                text(&g["group"]),
+                text(&g["leader"]),
+                g["role"].as_str().unwrap_or("?"),
+                text(&g["term"]),
+                text(&g["commitIndex"]),
+                text(&g["appliedIndex"])
+            );
+        }
+    }
     println!("{:>4}  {:<22} {:<8} {:>10} {:>6}", "id", "addr", "kind", "matched", "lag");
     for m in view["members"].as_array().into_iter().flatten() {
         let kind = if m["voter"].as_bool() == Some(true) { "voter" } else { "learner" };

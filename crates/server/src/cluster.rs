@@ -35,6 +35,34 @@ pub enum MembershipError {
 }
 
 impl Node {
+    /// Every Raft group of this node, in order (this one among them).
+    pub fn all_groups(&self) -> Vec<std::sync::Arc<Node>> {
+        self.groups.get().map(|g| g.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default()
+    }
+
+    /// One line per group (role, leader, term, indexes), for the operator
+    /// views of a node with more than one group.
+    pub async fn groups_view(&self) -> Option<Value> {
+        let groups = self.all_groups();
+        if groups.len() < 2 {
+            return None;
+        }
+        let mut rows = Vec::with_capacity(groups.len());
+        for g in groups {
+            let m = g.raft.metrics().borrow().clone();
+            let committed = g.raft.with_raft_state(|st| st.committed).await.ok().flatten();
+            rows.push(json!({
+                "group": g.group,
+                "role": role_name(m.state),
+                "leader": m.current_leader,
+                "term": m.current_term,
+                "commitIndex": committed.map(|l| l.index),
+                "appliedIndex": m.last_applied.map(|l| l.index),
+            }));
+        }
+        Some(Value::Array(rows))
+    }
+
     pub fn is_leader(&self) -> bool {
         self.raft.metrics().borrow().current_leader == Some(self.id)
     }
@@ -177,7 +205,9 @@ impl Node {
             })
             .collect();
         let leader_addr = m.current_leader.and_then(|l| membership.get_node(&l)).map(|n| n.addr.clone());
+        let groups = self.groups_view().await;
         json!({
+            "groups": groups,
             "nodeId": self.id,
             "role": role_name(m.state),
             "leader": m.current_leader,

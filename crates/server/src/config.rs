@@ -27,6 +27,8 @@ pub struct Config {
     pub peers: Vec<(u64, String)>,
     /// Whether `x-queen-tenant` selects an isolated tenant.
     pub tenancy: bool,
+    /// Raft groups on this node; tenants are spread over them.
+    pub raft_groups: u16,
 }
 
 impl Default for Config {
@@ -41,6 +43,7 @@ impl Default for Config {
             raft_addr: None,
             peers: Vec::new(),
             tenancy: false,
+            raft_groups: 1,
         }
     }
 }
@@ -76,6 +79,10 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
   --tenancy on|off whether the x-queen-tenant header selects an isolated tenant
                    (env REGINA_TENANCY, default off: every request acts for
                    the default tenant)
+  --raft-groups N  Raft groups per node, 1 to 64 (env REGINA_RAFT_GROUPS,
+                   default 1); each tenant lives in one, all share one WAL.
+                   Fixed when the data directory is created; every node of
+                   a cluster must use the same count.
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -119,6 +126,9 @@ impl Config {
         if let Some(v) = env("REGINA_TENANCY") {
             c.tenancy = parse_switch("--tenancy", &v)?;
         }
+        if let Some(v) = env("REGINA_RAFT_GROUPS") {
+            c.raft_groups = parse_groups(&v)?;
+        }
         if let Some(v) = env("REGINA_PEERS") {
             c.peers = parse_peers(&v)?;
         }
@@ -139,6 +149,7 @@ impl Config {
                 "--raft-addr" => c.raft_addr = Some(parse_addr(&value()?)?),
                 "--peers" => c.peers = parse_peers(&value()?)?,
                 "--tenancy" => c.tenancy = parse_switch("--tenancy", &value()?)?,
+                "--raft-groups" => c.raft_groups = parse_groups(&value()?)?,
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
@@ -147,6 +158,14 @@ impl Config {
             return Err(format!("--peers must list this node (--node-id {})", c.node_id));
         }
         Ok(Some(c))
+    }
+}
+
+fn parse_groups(v: &str) -> Result<u16, String> {
+    let max = crate::groups::RAFT_GROUPS_MAX;
+    match v.parse::<u16>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("--raft-groups: {v:?} is not a count from 1 to {max}")),
     }
 }
 
@@ -232,6 +251,9 @@ mod tests {
         assert_eq!(c.peers.len(), 3);
         assert_eq!(c.peers[2], (3, "127.0.0.1:7003".to_string()));
         assert!(parse(&["--node-id", "0"], &[]).is_err());
+        assert_eq!(parse(&["--raft-groups", "64"], &[]).unwrap().unwrap().raft_groups, 64);
+        assert!(parse(&["--raft-groups", "65"], &[]).is_err());
+        assert!(parse(&[], &[("REGINA_RAFT_GROUPS", "0")]).is_err());
         assert!(parse(&["--peers", "1=127.0.0.1:1,1=127.0.0.1:2"], &[]).is_err(), "duplicate id");
         assert!(parse(&["--peers", "1=nowhere"], &[]).is_err());
         let e = parse(&["--node-id", "4", "--peers", "1=127.0.0.1:1"], &[]).unwrap_err();

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod ephemeral;
+pub mod groups;
 pub mod http;
 pub mod ids;
 pub mod node;
@@ -22,10 +23,11 @@ pub mod tenant;
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::node::{Node, NodeOptions};
+use crate::node::NodeOptions;
 
 /// Opens the node on `data_dir` and serves HTTP on `listener` until
 /// `shutdown` resolves, then stops the Raft group cleanly.
@@ -52,12 +54,20 @@ pub async fn serve_with_raft(
     if !options.fsync {
         tracing::warn!("fsync is off: answered writes may be lost if the machine crashes (for measurements only)");
     }
-    let node = Node::open(data_dir, addr.to_string(), &options).await?;
-    node.spawn_background();
-    node.spawn_timer_driver();
-    tracing::info!("regina serving on http://{addr} with data in {}", data_dir.display());
-    let app = http::router(node.clone());
-    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(app);
+    let nodes = groups::open(data_dir, addr.to_string(), &options).await?;
+    for node in &nodes {
+        node.spawn_background();
+        node.spawn_timer_driver();
+    }
+    let node = nodes[0].clone();
+    tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
+    let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());
+    let tenancy = options.tenancy;
+    let dispatch = tower::service_fn(move |req: axum::extract::Request| {
+        let routers = routers.clone();
+        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, req).await) }
+    });
+    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(dispatch);
     if let Some(raft_listener) = raft_listener {
         let raft_app = app.clone();
         let stop = node.clone();
@@ -70,19 +80,21 @@ pub async fn serve_with_raft(
             }
         });
     }
-    let stopping = node.clone();
+    let stopping = nodes.clone();
     let signal = async move {
         shutdown.await;
         // Parked long polls answer now, so the graceful stop does not wait
         // out their timeouts.
-        stopping.begin_stop();
+        stopping.iter().for_each(|n| n.begin_stop());
     };
     let served = axum::serve(listener, tower::make::Shared::new(app))
         .with_graceful_shutdown(signal)
         .await
         .map_err(|e| e.to_string());
-    node.begin_stop();
-    node.shutdown().await;
+    for n in &nodes {
+        n.begin_stop();
+        n.shutdown().await;
+    }
     served
 }
 

@@ -46,6 +46,7 @@ fn main() {
             raft_addr: config.raft_addr.map(|a| a.to_string()),
             peers: config.peers.clone(),
             tenancy: config.tenancy,
+            raft_groups: config.raft_groups,
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });

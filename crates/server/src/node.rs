@@ -51,6 +51,8 @@ pub struct NodeOptions {
     /// Whether `x-queen-tenant` selects a tenant (off: every request acts
     /// for the default tenant).
     pub tenancy: bool,
+    /// Raft groups this node runs (see `crate::groups`).
+    pub raft_groups: u16,
 }
 
 impl Default for NodeOptions {
@@ -62,6 +64,7 @@ impl Default for NodeOptions {
             raft_addr: None,
             peers: Vec::new(),
             tenancy: false,
+            raft_groups: 1,
         }
     }
 }
@@ -84,18 +87,40 @@ pub struct Node {
     /// at once and background chores end.
     stopping: tokio::sync::watch::Sender<bool>,
     /// Seals payloads of queues with `encryptionEnabled`.
-    pub sealer: crate::sealing::Sealer,
+    pub sealer: Arc<crate::sealing::Sealer>,
+    /// This replica's Raft group among the node's groups (0 when alone).
+    pub group: u16,
+    /// Every group of this node, this one included (set once all are open).
+    pub groups: std::sync::OnceLock<Vec<std::sync::Weak<Node>>>,
     /// Carries requests a follower forwards to the leader.
     pub forwarder: reqwest::Client,
 }
 
 impl Node {
+    /// Opens a node with one Raft group on `data_dir`.
     pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> Result<Arc<Node>, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
         let wal = WalOptions { fsync: options.fsync, ..WalOptions::default() };
         let log = LogStore::open(&data_dir.join("raft"), wal, Arc::new(RealIo))?;
-        let sm = StateMachineStore::open(data_dir)?;
+        let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
+        let sealer = Arc::new(crate::sealing::Sealer::load_or_create(&key_path)?);
+        let node = Node::open_group(data_dir, 0, log, sealer, http_addr, options).await?;
+        let _ = node.groups.set(vec![Arc::downgrade(&node)]);
+        Ok(node)
+    }
+
+    /// Opens group `group`'s replica: its state machine under `state_dir`,
+    /// its log `log` (one of the node's shared WAL).
+    pub async fn open_group(
+        state_dir: &Path,
+        group: u16,
+        log: LogStore,
+        sealer: Arc<crate::sealing::Sealer>,
+        http_addr: String,
+        options: &NodeOptions,
+    ) -> Result<Arc<Node>, String> {
+        let sm = StateMachineStore::open(state_dir)?;
         let shared = sm.shared();
         let config = RaftConfig {
             cluster_name: "regina".into(),
@@ -112,7 +137,7 @@ impl Node {
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
         let id = options.node_id;
-        let network = HttpNetwork::new(shared.clone());
+        let network = HttpNetwork::new(shared.clone(), group);
         let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
         let raft_addr = options.raft_addr.clone().unwrap_or(http_addr);
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
@@ -130,8 +155,6 @@ impl Node {
             }
         }
         let (stopping, _) = tokio::sync::watch::channel(false);
-        let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
-        let sealer = crate::sealing::Sealer::load_or_create(&key_path)?;
         let ephemeral = Arc::new(crate::ephemeral::Store::new());
         let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::default());
@@ -152,6 +175,8 @@ impl Node {
             proposer,
             stopping,
             sealer,
+            group,
+            groups: std::sync::OnceLock::new(),
             forwarder,
         });
         if node.is_sole_voter() {

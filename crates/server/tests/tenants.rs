@@ -2,7 +2,8 @@
 //! `x-queen-tenant` share queue, partition, KV and ephemeral names and
 //! still never see each other's data; requests without the header act for
 //! the default tenant. Run through a follower of a three-node cluster, so
-//! the header also survives forwarding.
+//! the header also survives forwarding. Then the same over four Raft
+//! groups per node, with a leader killed midway.
 
 #[path = "support/cluster.rs"]
 mod cluster;
@@ -10,7 +11,7 @@ mod support;
 
 use serde_json::{json, Value};
 
-use cluster::{assert_states_identical, Cluster, CONVERGE};
+use cluster::{assert_group_states_identical, assert_states_identical, Cluster, CONVERGE};
 use support::client;
 
 struct Tenant<'a> {
@@ -113,4 +114,41 @@ async fn tenants_with_the_same_names_never_see_each_other() {
     assert_eq!(s, 400, "{v}");
     assert!(v["error"].as_str().unwrap_or_default().contains("x-queen-tenant"), "{v}");
     assert_states_identical(&c, &cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_spread_over_raft_groups_stay_isolated_across_a_leader_kill() {
+    const GROUPS: u16 = 4;
+    let mut cluster = Cluster::start_with(3, &[("REGINA_TENANCY", "on"), ("REGINA_RAFT_GROUPS", "4")]);
+    let c = client();
+    let names: Vec<String> = (0..12).map(|i| format!("tenant-{i}")).collect();
+    let placed: std::collections::BTreeSet<u16> =
+        names.iter().map(|n| regina_server::groups::group_of(Some(n.as_str()), GROUPS)).collect();
+    assert!(placed.len() >= 3, "the names spread over the groups: {placed:?}");
+    let h = cluster.nodes[0].health().expect("health");
+    assert_eq!(h["groups"].as_array().map(Vec::len), Some(GROUPS as usize), "{h}");
+
+    let bases: Vec<String> = cluster.nodes.iter().map(|n| n.base()).collect();
+    let through = |node: usize, name: &'static str| Tenant { c: &c, base: bases[node].clone(), name: Some(name) };
+    let names: Vec<&'static str> = names.into_iter().map(|n| &*Box::leak(n.into_boxed_str())).collect();
+    for (i, name) in names.iter().enumerate() {
+        through(i % 3, name).push(i + 1).await;
+    }
+    // Kill group 0's leader; every group goes on through the survivors.
+    let victim = cluster.wait_for_leader(CONVERGE);
+    cluster.node(victim).kill();
+    let survivor = cluster.nodes.iter().position(|n| n.id != victim).unwrap();
+    for name in &names {
+        through(survivor, name).push(1).await;
+    }
+    cluster.node(victim).start();
+    cluster.wait_for_leader(CONVERGE);
+    for (i, name) in names.iter().enumerate() {
+        let msgs = through((i + 1) % 3, name).pop_all().await;
+        assert_eq!(msgs.len(), i + 2, "{name}: {msgs:?}");
+        assert!(msgs.iter().all(|m| m["data"]["who"] == json!(name)), "{name} saw another's: {msgs:?}");
+    }
+    for g in 0..GROUPS {
+        assert_group_states_identical(&c, &cluster, g).await;
+    }
 }

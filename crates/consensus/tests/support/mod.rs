@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod no_peers;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,6 +33,12 @@ pub fn wal_dir(data: &Path) -> PathBuf {
 
 pub fn open_log(data: &Path, segment_bytes: u64) -> LogStore {
     LogStore::open(&log_dir(data), wal_options(segment_bytes), Arc::new(RealIo)).expect("open the log store")
+}
+
+/// Opens the log of `groups` Raft groups sharing one WAL.
+pub fn open_groups(data: &Path, groups: u16, segment_bytes: u64) -> Vec<LogStore> {
+    LogStore::open_groups(&log_dir(data), groups, wal_options(segment_bytes), Arc::new(RealIo))
+        .expect("open the log store's groups")
 }
 
 pub fn open_sm(data: &Path) -> StateMachineStore {
@@ -66,6 +74,29 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for TempStor
     async fn build(&self) -> Result<(TempDir, LogStore, StateMachineStore), StorageError> {
         let dir = tempfile::tempdir().expect("create a temporary directory");
         let log = open_log(dir.path(), self.segment_bytes);
+        let sm = open_sm(dir.path());
+        Ok((dir, log, sm))
+    }
+}
+
+/// Like [`TempStores`], but hands out group `group` of a log of `groups`
+/// groups, after every other group has written the suite's ten entries and
+/// vote: the group under test shares its WAL, and its segments, with
+/// neighbours that hold entries.
+pub struct TempGroupStores {
+    pub groups: u16,
+    pub group: u16,
+    pub segment_bytes: u64,
+}
+
+impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for TempGroupStores {
+    async fn build(&self) -> Result<(TempDir, LogStore, StateMachineStore), StorageError> {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let mut logs = open_groups(dir.path(), self.groups, self.segment_bytes);
+        for other in logs.iter_mut().filter(|l| l.group() != self.group) {
+            OurSuite::feed_10_logs_vote_self(other).await?;
+        }
+        let log = logs.swap_remove(usize::from(self.group));
         let sm = open_sm(dir.path());
         Ok((dir, log, sm))
     }

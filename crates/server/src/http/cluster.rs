@@ -16,8 +16,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::error::ApiError;
-use crate::cluster::MembershipError;
-use crate::node::Node;
+use crate::cluster::{Leader, MembershipError};
+use crate::node::{Node, ProposeError};
+use regina_consensus::network::group_path;
+
+/// The group-local route a group's leader makes a membership change on.
+pub const MEMBERS_PATH: &str = "/internal/raft/members";
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
@@ -31,10 +35,15 @@ pub fn routes() -> Router<Arc<Node>> {
 /// lagging follower catches up from the snapshot (operators compact with
 /// it; tests use it to exercise snapshot transfer).
 async fn snapshot(State(node): State<Arc<Node>>) -> Response {
-    match node.snapshot_and_purge().await {
-        Ok(index) => Json(json!({ "ok": true, "snapshotIndex": index })).into_response(),
-        Err(e) => ApiError::internal(e).into_response(),
+    let mut index = None;
+    for group in node.all_groups() {
+        match group.snapshot_and_purge().await {
+            Ok(i) if group.group == node.group => index = i,
+            Ok(_) => {}
+            Err(e) => return ApiError::internal(format!("group {}: {e}", group.group)).into_response(),
+        }
     }
+    Json(json!({ "ok": true, "snapshotIndex": index })).into_response()
 }
 
 async fn view(State(node): State<Arc<Node>>) -> Response {
@@ -58,14 +67,53 @@ async fn add(State(node): State<Arc<Node>>, body: Bytes) -> Response {
     if req.id == 0 {
         return ApiError::bad_request("id must be a positive integer").into_response();
     }
-    answer(node.add_voter(req.id, req.addr).await, &node).await
+    let change = MemberChange::Add { id: req.id, addr: req.addr };
+    answer(change_every_group(&node, &change).await, &node).await
 }
 
 async fn remove(State(node): State<Arc<Node>>, Path(id): Path<String>) -> Response {
     let Ok(id) = id.parse::<u64>() else {
         return ApiError::bad_request(format!("{id:?} is not a node id")).into_response();
     };
-    answer(node.remove_member(id).await, &node).await
+    answer(change_every_group(&node, &MemberChange::Remove { id }).await, &node).await
+}
+
+/// A membership change, made in every Raft group of the node.
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+pub enum MemberChange {
+    Add { id: u64, addr: String },
+    Remove { id: u64 },
+}
+
+/// Makes `change` in `node`'s own group (which this node must lead).
+pub async fn change_here(node: &Node, change: &MemberChange) -> Result<(), MembershipError> {
+    match change {
+        MemberChange::Add { id, addr } => node.add_voter(*id, addr.clone()).await,
+        MemberChange::Remove { id } => node.remove_member(*id).await,
+    }
+}
+
+/// Every group has the same members: the change is made in each, by each
+/// group's leader (this node, or another reached at its Raft address).
+async fn change_every_group(node: &Node, change: &MemberChange) -> Result<(), MembershipError> {
+    for group in node.all_groups() {
+        match group.wait_for_leader(std::time::Duration::from_secs(5)).await {
+            Leader::Me => change_here(&group, change).await?,
+            Leader::Other { addr, .. } => {
+                let url = format!("http://{addr}{}", group_path(group.group, MEMBERS_PATH));
+                let sent = node.forwarder.post(&url).json(change).send().await;
+                let resp = sent.map_err(|e| ProposeError::Unknown(format!("group {}'s leader: {e}", group.group)))?;
+                if !resp.status().is_success() {
+                    let status = resp.status();
+                    let text = resp.text().await.unwrap_or_default();
+                    return Err(MembershipError::Invalid(format!("group {}: {status} {text}", group.group)));
+                }
+            }
+            Leader::Unknown => return Err(ProposeError::NoLeader.into()),
+        }
+    }
+    Ok(())
 }
 
 async fn answer(result: Result<(), MembershipError>, node: &Node) -> Response {

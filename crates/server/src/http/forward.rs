@@ -46,27 +46,41 @@ pub async fn route_to_leader(State(node): State<Arc<Node>>, req: Request, next: 
         return next.run(req).await;
     }
     match node.wait_for_leader(LEADER_WAIT).await {
-        Leader::Me => {
-            let tenant = match node.tenancy {
-                true => match crate::tenant::parse(req.headers().get(TENANT_HEADER).map(|v| v.as_bytes())) {
-                    Ok(t) => t,
-                    Err(e) => return e.into_response(),
-                },
-                false => None,
-            };
-            if needs_read_barrier(req.method(), path) {
-                if let Err(e) = node.read_barrier().await {
-                    return ApiError::from(e).into_response();
-                }
-            }
-            crate::tenant::scope(tenant, next.run(req)).await
-        }
+        Leader::Me => serve_here(&node, req, next).await,
         Leader::Other { .. } if req.headers().contains_key(FORWARDED_HEADER) => {
             ApiError::from(ProposeError::NoLeader).into_response()
         }
-        Leader::Other { .. } => forward(&node, req).await,
+        Leader::Other { .. } => match forward(&node, req).await {
+            Forwarded::Answer(resp) => resp,
+            // The election that ended while the request waited made this
+            // node the leader.
+            Forwarded::Elected(req) => serve_here(&node, req, next).await,
+        },
         Leader::Unknown => ApiError::from(ProposeError::NoLeader).into_response(),
     }
+}
+
+/// Serves a request on the leader: read index first where needed, then the
+/// handler as work of the request's tenant.
+async fn serve_here(node: &Node, req: Request, next: Next) -> Response {
+    let tenant = match node.tenancy {
+        true => match crate::tenant::parse(req.headers().get(TENANT_HEADER).map(|v| v.as_bytes())) {
+            Ok(t) => t,
+            Err(e) => return e.into_response(),
+        },
+        false => None,
+    };
+    if needs_read_barrier(req.method(), req.uri().path()) {
+        if let Err(e) = node.read_barrier().await {
+            return ApiError::from(e).into_response();
+        }
+    }
+    crate::tenant::scope(tenant, next.run(req)).await
+}
+
+enum Forwarded {
+    Answer(Response),
+    Elected(Request),
 }
 
 /// Writes that always go through the log are linearizable by themselves;
@@ -78,18 +92,18 @@ fn needs_read_barrier(method: &Method, path: &str) -> bool {
     !always_logged && !path.starts_with("/api/v1/ephemeral/")
 }
 
-async fn forward(node: &Node, req: Request) -> Response {
+async fn forward(node: &Node, req: Request) -> Forwarded {
     let (parts, body) = req.into_parts();
     let body = match to_bytes(body, REQUEST_BODY_BYTES_MAX).await {
         Ok(b) => b,
-        Err(e) => return ApiError::too_large(format!("request body: {e}")).into_response(),
+        Err(e) => return Forwarded::Answer(ApiError::too_large(format!("request body: {e}")).into_response()),
     };
     let path_and_query = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
     for _ in 0..CONNECT_ATTEMPTS {
         let addr = match node.wait_for_leader(LEADER_WAIT).await {
             Leader::Other { addr, .. } => addr,
-            // This node was elected meanwhile; the client retries here.
-            Leader::Me | Leader::Unknown => return ApiError::from(ProposeError::NoLeader).into_response(),
+            Leader::Me => return Forwarded::Elected(Request::from_parts(parts, Body::from(body))),
+            Leader::Unknown => return Forwarded::Answer(ApiError::from(ProposeError::NoLeader).into_response()),
         };
         let mut out = node.forwarder.request(parts.method.clone(), format!("http://{addr}{path_and_query}"));
         for (name, value) in &parts.headers {
@@ -99,16 +113,16 @@ async fn forward(node: &Node, req: Request) -> Response {
         }
         out = out.header(FORWARDED_HEADER, node.id.to_string()).body(body.clone());
         match out.send().await {
-            Ok(resp) => return relay(resp).await,
+            Ok(resp) => return Forwarded::Answer(relay(resp).await),
             Err(e) if e.is_connect() => {
                 // Nothing reached the leader: safe to try the next one.
                 tracing::debug!("forwarding to {addr}: {e}");
                 wait_for_other_leader(node, &addr).await;
             }
-            Err(e) => return unknown(format!("the leader at {addr} did not answer: {e}")),
+            Err(e) => return Forwarded::Answer(unknown(format!("the leader at {addr} did not answer: {e}"))),
         }
     }
-    ApiError::from(ProposeError::NoLeader).into_response()
+    Forwarded::Answer(ApiError::from(ProposeError::NoLeader).into_response())
 }
 
 /// Waits (bounded) until the node believes someone other than `addr` leads.

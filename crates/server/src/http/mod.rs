@@ -3,7 +3,7 @@
 mod ack;
 mod admin;
 mod binary;
-mod cluster;
+pub mod cluster;
 mod dlq;
 mod ephemeral;
 mod error;

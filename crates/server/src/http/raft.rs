@@ -32,6 +32,7 @@ pub fn routes() -> Router<Arc<Node>> {
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(&format!("{SNAPSHOT_PATH}/{{snapshot_id}}/segment/{{segment}}"), post(stage_segment))
         .route(STATE_PATH, get(applied_state))
+        .route(super::cluster::MEMBERS_PATH, post(change_members))
         .layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX))
 }
 
@@ -45,6 +46,20 @@ async fn applied_state(State(node): State<Arc<Node>>) -> Response {
     match encoded {
         Ok((index, bytes)) => ([(APPLIED_HEADER, index.to_string())], bytes).into_response(),
         Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// A membership change another node's handler asks this group's leader
+/// to make (see `http::cluster`).
+async fn change_members(State(node): State<Arc<Node>>, body: Bytes) -> Response {
+    let change: super::cluster::MemberChange = match serde_json::from_slice(&body) {
+        Ok(c) => c,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable change: {e}")),
+    };
+    match super::cluster::change_here(&node, &change).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(crate::cluster::MembershipError::Invalid(why)) => refused(StatusCode::CONFLICT, why),
+        Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
     }
 }
 

@@ -226,7 +226,12 @@ pub const CONVERGE: Duration = Duration::from_secs(20);
 
 /// The decoded applied state of a node and the index it reflects.
 pub async fn applied_state(c: &reqwest::Client, node: &ClusterNode) -> (u64, regina_state::State) {
-    let resp = c.get(node.url("/internal/state")).send().await.expect("GET /internal/state");
+    group_state(c, node, 0).await
+}
+
+/// The decoded applied state of Raft group `group` of a node.
+pub async fn group_state(c: &reqwest::Client, node: &ClusterNode, group: u16) -> (u64, regina_state::State) {
+    let resp = c.get(node.url(&format!("/internal/g/{group}/state"))).send().await.expect("GET the state");
     assert_eq!(resp.status(), 200);
     let index = resp.headers()["x-regina-applied-index"].to_str().unwrap().parse().unwrap();
     let bytes = resp.bytes().await.expect("state bytes");
@@ -235,12 +240,18 @@ pub async fn applied_state(c: &reqwest::Client, node: &ClusterNode) -> (u64, reg
 
 /// Every running node holds the same state at the same applied index.
 pub async fn assert_states_identical(c: &reqwest::Client, cluster: &Cluster) {
+    assert_group_states_identical(c, cluster, 0).await
+}
+
+/// Every running node holds the same state of group `group` at the same
+/// applied index.
+pub async fn assert_group_states_identical(c: &reqwest::Client, cluster: &Cluster, group: u16) {
     let deadline = Instant::now() + CONVERGE;
     loop {
         cluster.wait_converged(CONVERGE);
         let mut states = Vec::new();
         for node in cluster.nodes.iter().filter(|n| n.is_running()) {
-            states.push((node.id, applied_state(c, node).await));
+            states.push((node.id, group_state(c, node, group).await));
         }
         let (first_id, (index, state)) = &states[0];
         if states.iter().all(|(_, (i, _))| i == index) {

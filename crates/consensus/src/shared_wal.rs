@@ -1,0 +1,127 @@
+//! One WAL under several Raft groups.
+//!
+//! Every group of a node appends to the same `Wal`, so its writer covers
+//! appends from all groups with one fdatasync (group commit across groups).
+//! Each group keeps its own index of where its entries lie, its own vote and
+//! purge point (its own meta file), and reads back only its own records.
+//!
+//! At open the records are split by the group they name; a record or meta
+//! file of a group the caller did not ask for stops the open, because
+//! ignoring it would let the segments holding that group's entries be
+//! released by the others' purges.
+//!
+//! A segment is released once no group keeps an entry in it: everything
+//! before the oldest kept entry over all groups that keep any.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use regina_storage::{Io, RecordPos, Wal, WalError, WalOptions};
+
+use crate::log_index::{LogIndex, Oldest};
+use crate::meta_file::{Meta, MetaFile};
+use crate::wal_record::{self, Record};
+
+/// Most Raft groups one node runs. Every purge looks at each of them.
+pub const GROUPS_MAX: u16 = 64;
+
+/// What one group keeps beside the shared WAL.
+pub(crate) struct Group {
+    /// Its own `Arc` so that append completions, which run on the WAL's
+    /// writer thread, hold the index but never the WAL: dropping the last
+    /// handle to the WAL there would make the writer join itself.
+    pub index: Arc<Mutex<LogIndex>>,
+    pub meta_file: MetaFile,
+    pub meta: Mutex<Meta>,
+}
+
+pub(crate) struct SharedWal {
+    pub wal: Wal,
+    groups: Vec<Group>,
+}
+
+impl SharedWal {
+    /// Opens (or creates) the log of `groups` groups under `dir`: meta files
+    /// in `dir`, the WAL in `dir/wal`.
+    pub fn open(dir: &Path, groups: u16, options: WalOptions, io: Arc<dyn Io>) -> Result<SharedWal, String> {
+        if groups == 0 || groups > GROUPS_MAX {
+            return Err(format!("a log holds 1 to {GROUPS_MAX} Raft groups, not {groups}"));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let listed = MetaFile::groups_in(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        if let Some(&g) = listed.iter().find(|g| **g >= groups) {
+            let file = MetaFile::for_group(dir, g);
+            return Err(too_few_groups(dir, groups, g, &format!("its vote file {}", file.path().display())));
+        }
+        let mut metas = Vec::with_capacity(usize::from(groups));
+        let mut indexes = Vec::with_capacity(usize::from(groups));
+        for g in 0..groups {
+            let meta_file = MetaFile::for_group(dir, g);
+            let meta = meta_file.load().map_err(|e| e.to_string())?;
+            let mut index = LogIndex::with_cache_share(usize::from(groups));
+            if let Some(p) = meta.last_purged {
+                index.purge(p);
+            }
+            metas.push((meta_file, meta));
+            indexes.push(index);
+        }
+        let (wal, records) = Wal::open(dir.join("wal"), options, io).map_err(|e| e.to_string())?;
+        for (pos, bytes) in records {
+            let (g, record) =
+                wal_record::decode(&bytes).map_err(|e| format!("undecodable WAL record at {pos:?}: {e}"))?;
+            let Some(index) = indexes.get_mut(usize::from(g)) else {
+                let what = format!("a WAL record in segment {} at offset {}", pos.segment, pos.offset);
+                return Err(too_few_groups(dir, groups, g, &what));
+            };
+            match record {
+                Record::Entry(e) => {
+                    index.replay(e.log_id, pos).map_err(|e| format!("WAL has a gap in Raft group {g}: {e}"))?
+                }
+                Record::Truncate { since } => index.truncate(since),
+            }
+        }
+        let groups = metas
+            .into_iter()
+            .zip(indexes)
+            .map(|((meta_file, meta), index)| Group {
+                index: Arc::new(Mutex::new(index)),
+                meta_file,
+                meta: Mutex::new(meta),
+            })
+            .collect();
+        Ok(SharedWal { wal, groups })
+    }
+
+    pub fn group(&self, group: u16) -> &Group {
+        &self.groups[usize::from(group)]
+    }
+
+    /// Deletes the WAL segments that no group needs any more: those wholly
+    /// before the oldest entry any group keeps. A group that keeps no entry
+    /// imposes nothing. Returns how many segments were deleted.
+    pub fn release_unneeded_segments(&self) -> Result<usize, WalError> {
+        // Read before looking at any group: whatever a group appends after
+        // we looked at it lands in this segment or a later one.
+        let mut keep_from = RecordPos { segment: self.wal.current_segment(), offset: 0 };
+        for group in &self.groups {
+            match group.index.lock().oldest() {
+                Oldest::Nothing => {}
+                // Not placed yet, so no bound is known; a later purge
+                // releases what this one leaves.
+                Oldest::Unwritten => return Ok(0),
+                Oldest::At(pos) => keep_from = keep_from.min(pos),
+            }
+        }
+        self.wal.release_segments_before(keep_from)
+    }
+}
+
+fn too_few_groups(dir: &Path, opened: u16, found: u16, what: &str) -> String {
+    format!(
+        "the log in {} holds Raft group {found} ({what}), but it was opened with {opened} group(s); \
+         start the node with at least {} groups",
+        dir.display(),
+        u32::from(found) + 1
+    )
+}

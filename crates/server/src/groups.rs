@@ -1,0 +1,131 @@
+//! A node's Raft groups and where each request goes.
+//!
+//! A node runs `--raft-groups` groups (1 to [`RAFT_GROUPS_MAX`]), each a
+//! full replica ([`Node`]) with its own state, body files and snapshots, and
+//! all of them logging into one shared WAL so that their fdatasyncs
+//! coalesce. Every group has the same members.
+//!
+//! A tenant lives in exactly one group: the default tenant in group 0, a
+//! named tenant in `crc32c(name) % groups`. The count is fixed when the
+//! data directory is created (it decides where every tenant's data is), so
+//! a later start with another count is refused.
+//!
+//! [`dispatch`] picks the group's router for each request: by the
+//! `/internal/g/{group}/...` prefix for Raft messages between nodes, by the
+//! tenant for client routes. `/api/v1/cluster...` and `/health` are group
+//! 0's (they report on every group).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use regina_consensus::LogStore;
+use regina_storage::{RealIo, WalOptions};
+use tower::ServiceExt;
+
+use crate::node::{Node, NodeOptions};
+
+/// Raft groups per node at most.
+pub const RAFT_GROUPS_MAX: u16 = 64;
+/// Remembers the group count a data directory was created with.
+const GROUPS_FILE: &str = "raft-groups";
+
+/// Opens every group of the node on `data_dir`. Group 0 keeps its state at
+/// the top of the directory (where a one-group node has it); group `g`
+/// under `groups/{g}`.
+pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> Result<Vec<Arc<Node>>, String> {
+    let groups = options.raft_groups;
+    if groups == 0 || groups > RAFT_GROUPS_MAX {
+        return Err(format!("--raft-groups must be 1 to {RAFT_GROUPS_MAX}, not {groups}"));
+    }
+    std::fs::create_dir_all(data_dir)
+        .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
+    check_group_count(data_dir, groups)?;
+    let wal = WalOptions { fsync: options.fsync, ..WalOptions::default() };
+    let logs = LogStore::open_groups(&data_dir.join("raft"), groups, wal, Arc::new(RealIo))?;
+    let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
+    let sealer = Arc::new(crate::sealing::Sealer::load_or_create(&key_path)?);
+    let mut nodes = Vec::with_capacity(groups as usize);
+    for (g, log) in logs.into_iter().enumerate() {
+        let dir = if g == 0 { data_dir.to_path_buf() } else { data_dir.join("groups").join(g.to_string()) };
+        nodes.push(Node::open_group(&dir, g as u16, log, sealer.clone(), http_addr.clone(), options).await?);
+    }
+    let weak: Vec<_> = nodes.iter().map(Arc::downgrade).collect();
+    for n in &nodes {
+        let _ = n.groups.set(weak.clone());
+    }
+    Ok(nodes)
+}
+
+/// A data directory serves the group count it was created with.
+fn check_group_count(data_dir: &Path, groups: u16) -> Result<(), String> {
+    let path = data_dir.join(GROUPS_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let had: u16 = text.trim().parse().map_err(|_| format!("{} is not a group count", path.display()))?;
+            if had != groups {
+                return Err(format!(
+                    "{} was created with --raft-groups {had}; it cannot be opened with {groups} \
+                     (the count decides which group holds each tenant)",
+                    data_dir.display()
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A directory from before groups existed has one.
+            let existing = data_dir.join("raft").exists();
+            if existing && groups != 1 {
+                return Err(format!(
+                    "{} holds a one-group node; it cannot be opened with --raft-groups {groups}",
+                    data_dir.display()
+                ));
+            }
+            std::fs::write(&path, format!("{groups}\n")).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// The group holding `tenant` among `groups`.
+pub fn group_of(tenant: Option<&str>, groups: u16) -> u16 {
+    match tenant {
+        None => 0,
+        Some(t) => (crc32c::crc32c(t.as_bytes()) % groups as u32) as u16,
+    }
+}
+
+/// Routes each request to its group's router.
+pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, mut req: Request) -> Response {
+    let groups = routers.len() as u16;
+    let path = req.uri().path();
+    let group = if let Some(rest) = path.strip_prefix("/internal/g/") {
+        let (g, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let Some(g) = g.parse::<u16>().ok().filter(|g| *g < groups) else {
+            return crate::http::ApiError::not_found("no_such_group", format!("no Raft group {g:?} here"))
+                .into_response();
+        };
+        let pq = match req.uri().query() {
+            Some(q) => format!("/internal/{tail}?{q}"),
+            None => format!("/internal/{tail}"),
+        };
+        if let Ok(uri) = pq.parse() {
+            *req.uri_mut() = uri;
+        }
+        g
+    } else if groups == 1 || !tenancy || path.starts_with("/internal/") || path.starts_with("/api/v1/cluster") {
+        0
+    } else {
+        let header = req.headers().get(crate::tenant::TENANT_HEADER).map(|v| v.as_bytes());
+        match crate::tenant::parse(header) {
+            Ok(tenant) => group_of(tenant.as_deref(), groups),
+            Err(e) => return e.into_response(),
+        }
+    };
+    match routers[group as usize].clone().oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
