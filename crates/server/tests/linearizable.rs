@@ -1,11 +1,14 @@
 //! Concurrent clients racing on a few KV keys and two semaphores of a real
-//! broker. Every operation is recorded with the instants it was sent and
+//! broker (one node, then a three-node cluster with the clients spread over
+//! its nodes). Every operation is recorded with the instants it was sent and
 //! answered; each key's and each semaphore's history must be linearizable
 //! against its sequential specification (queen-protocol.md §7 and §9), and
 //! where exactly one may win, exactly one does: one `putIfAbsent` winner per
 //! key, never more than two holders of a two-permit semaphore, and every
 //! version and token handed out exactly once.
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/linearizability.rs"]
 mod linearizability;
 mod support;
@@ -331,7 +334,19 @@ impl Client {
 async fn racing_clients_see_a_linearizable_broker() {
     let ws = Workspace::new();
     let broker = Broker::start(&ws);
-    let base = broker.base();
+    race_and_check(vec![broker.base()], || broker.log_tail(3000)).await;
+}
+
+/// The same race against a three-node cluster, the clients spread over
+/// all nodes: followers forward, the leader takes a read index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_clients_see_a_linearizable_cluster() {
+    let cluster = cluster::Cluster::start(3);
+    let bases = cluster.nodes.iter().map(|n| n.base()).collect();
+    race_and_check(bases, || cluster.logs()).await;
+}
+
+async fn race_and_check(bases: Vec<String>, logs: impl Fn() -> String) {
     let c = support::client();
     let start = Arc::new(tokio::sync::Barrier::new(CLIENTS));
     let deadline = Instant::now() + RUN_FOR;
@@ -340,7 +355,7 @@ async fn racing_clients_see_a_linearizable_broker() {
             let client = Client {
                 id,
                 c: c.clone(),
-                base: base.clone(),
+                base: bases[id % bases.len()].clone(),
                 rec: Recorded::default(),
                 seen: HashMap::new(),
                 writes: 0,
@@ -351,7 +366,7 @@ async fn racing_clients_see_a_linearizable_broker() {
     let mut kv: BTreeMap<&str, Vec<Operation<KvIn, KvOut>>> = BTreeMap::new();
     let mut sem: BTreeMap<&str, Vec<Operation<SemIn, SemOut>>> = BTreeMap::new();
     let joined = tokio::time::timeout(RACE_TIMEOUT, futures_join(tasks)).await;
-    let recorded = joined.unwrap_or_else(|_| panic!("the race took over {RACE_TIMEOUT:?}\n{}", broker.log_tail(3000)));
+    let recorded = joined.unwrap_or_else(|_| panic!("the race took over {RACE_TIMEOUT:?}\n{}", logs()));
     for rec in recorded {
         for (key, op) in rec.kv {
             kv.entry(key).or_default().push(op);
