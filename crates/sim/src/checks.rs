@@ -1,0 +1,153 @@
+//! The checks the step loop runs, and the final ones (see `invariants`
+//! for the rules themselves).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::RaftLogReader;
+
+use crate::canon::{canonical, fnv};
+use crate::client::Reply;
+use crate::invariants::{final_pushes, history_invariants};
+use crate::panics;
+use crate::sim::{Failure, Report};
+use crate::world::World;
+use crate::NodeId;
+
+impl World {
+    /// Every invariant that can be checked now.
+    pub(crate) fn check(&mut self) -> Result<(), Failure> {
+        if let Some(p) = panics::take().first() {
+            return Err(self.fail(format!("a task panicked: {p}")));
+        }
+        for n in &self.nodes {
+            let Some(r) = n.running.as_ref().filter(|r| !r.gate.crashed()) else { continue };
+            let state = r.raft.metrics().borrow().running_state.clone();
+            if let Err(fatal) = state {
+                return Err(self.fail(format!("node {}'s Raft stopped on its own: {fatal}", n.id)));
+            }
+        }
+        let history = self.ctx.history.clone();
+        let history = history.lock();
+        if let Some(v) = history.violations.first() {
+            return Err(self.fail(v.clone()));
+        }
+        history_invariants(&history).map_err(|e| self.fail(e))?;
+        for n in &self.nodes {
+            let Some(r) = n.running.as_ref().filter(|r| !r.gate.crashed()) else { continue };
+            let m = r.shared.machine.read();
+            let checked = self.checker.node(n.id, n.incarnation, m.last_applied, &m.state, &history, &self.acked);
+            if let Err(e) = checked {
+                drop(m);
+                return Err(self.fail(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// An acknowledged entry is committed: a majority holds it in its log
+    /// (or has applied past it) from then on, whatever crashes. So at most
+    /// one running node may lack it. Crashed nodes are not asked.
+    pub(crate) async fn check_acked_durable(&mut self) -> Result<(), Failure> {
+        // For each acknowledged index, the running nodes that lack it.
+        let mut lacking: BTreeMap<u64, Vec<NodeId>> = BTreeMap::new();
+        for n in &self.nodes {
+            let Some(r) = n.running.as_ref().filter(|r| !r.gate.crashed()) else { continue };
+            let applied = r.shared.machine.read().last_applied.map(|l| l.index);
+            let mut log = r.log.clone();
+            // What a node applied is checked against the history elsewhere;
+            // past that point, its log must hold the entry.
+            let from = applied.map_or(0, |a| a + 1);
+            for (index, (_, at)) in self.acked_ops.range(from..) {
+                let found = log.try_get_log_entries(*index..=*index).await;
+                let found = found.map_err(|e| self.fail(format!("node {} cannot read its log at {at}: {e}", n.id)))?;
+                if found.first().map(|e| e.log_id) != Some(*at) {
+                    lacking.entry(*index).or_default().push(n.id);
+                }
+            }
+        }
+        if let Some((index, nodes)) = lacking.iter().find(|(_, nodes)| nodes.len() > 1) {
+            let (op, at) = self.acked_ops[index];
+            let names: Vec<String> = nodes.iter().map(|n| format!("n{n}")).collect();
+            return Err(self.fail(format!(
+                "acknowledged op{op} at {at} is held by no majority: {} have neither applied it nor logged it",
+                names.join(" and ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether `marker` was acknowledged, nothing else is in flight, and
+    /// every node applied everything in its log, up to the same entry.
+    pub(crate) fn converged(&self, marker: u64) -> bool {
+        let clients = self.clients.lock();
+        let Some(Reply::Acked { log_id: mark, .. }) = clients.ops.get(&marker).and_then(|o| o.reply.clone()) else {
+            return false;
+        };
+        if clients.in_flight() > 0 {
+            return false;
+        }
+        let mut at = BTreeSet::new();
+        for n in &self.nodes {
+            let Some(r) = n.running.as_ref().filter(|r| !r.gate.crashed()) else { return false };
+            let m = r.raft.metrics().borrow().clone();
+            let applied = r.shared.machine.read().last_applied;
+            if applied.is_none_or(|a| a.index < mark.index) || m.last_log_index != applied.map(|a| a.index) {
+                return false;
+            }
+            at.insert(applied);
+        }
+        at.len() == 1
+    }
+
+    pub(crate) fn final_check(&mut self) -> Result<Report, Failure> {
+        let mut reference: Option<(NodeId, Vec<u8>, regina_state::State)> = None;
+        let mut applied = BTreeSet::new();
+        for n in &self.nodes {
+            let r = n.running.as_ref().expect("every node runs after converging");
+            let m = r.shared.machine.read();
+            let state = m.state.clone();
+            applied.insert(m.last_applied);
+            drop(m);
+            state.check_invariants().map_err(|e| self.fail(format!("node {} final state: {e}", n.id)))?;
+            let read = |pos: u64, len: u32| r.shared.read_body(pos, len);
+            final_pushes(n.id, &state, &read, &self.acked).map_err(|e| self.fail(e))?;
+            let bytes = canonical(&state);
+            match &reference {
+                None => reference = Some((n.id, bytes, state)),
+                Some((first, b, s)) => {
+                    if *b != bytes || *s != state {
+                        return Err(self.fail(format!("nodes {first} and {} converged to different states", n.id)));
+                    }
+                }
+            }
+        }
+        if applied.len() != 1 {
+            return Err(self.fail(format!("the nodes converged to different applied points: {applied:?}")));
+        }
+        let applied_index = applied.first().copied().flatten().map_or(0, |l| l.index);
+        history_invariants(&self.ctx.history.lock()).map_err(|e| self.fail(e))?;
+        let (_, bytes, _) = reference.expect("three nodes");
+        let state_digest = fnv(&bytes);
+        self.note(format!("converged at index {applied_index}, state {state_digest:016x}"));
+        let net = self.ctx.net.stats();
+        let digest = fnv(format!("{:016x}{state_digest:016x}{applied_index}", self.trace.digest()).as_bytes());
+        Ok(Report {
+            seed: self.cfg.seed,
+            digest,
+            steps: self.cfg.steps,
+            virtual_ms: self.elapsed_ms(),
+            acked: self.stats.acked,
+            unknown: self.stats.unknown,
+            crashes: self.stats.crashes,
+            lost_unsynced_bytes: self.stats.lost_bytes,
+            wal_crashes: self.stats.wal_crashes,
+            truncations: self.ctx.truncations.load(std::sync::atomic::Ordering::Relaxed),
+            elections: self.stats.elections,
+            snapshots: net.snapshots,
+            applied_index,
+            applications: self.ctx.history.lock().applications,
+            net,
+            trace: self.trace.lines().to_vec(),
+        })
+    }
+}

@@ -1,0 +1,206 @@
+//! The seeded fault schedule: what each step does besides passing time.
+//!
+//! A step is a client request most of the time; otherwise one fault:
+//! - crash a node now (an append in flight fails; its unsynced bytes may
+//!   be lost, torn, or kept),
+//! - arm a crash at a node's next fsync (its batch is written but never
+//!   synced, the purest form of "lost unsynced writes") or at its next
+//!   write (nothing of the batch reaches the disk),
+//! - partition: isolate a node, cut one direction of a link, or cut the
+//!   leader from one follower, for a while,
+//! - change the weather: message loss, delays, slow outliers, for a while,
+//! - take a snapshot on a node (the log behind it is purged, so a lagging
+//!   follower must install one),
+//! - restart a crashed node early.
+//!
+//! Crashed nodes come back after a seeded number of steps; at most one
+//! node is down at a time, now and then two (the cluster then stalls,
+//! which safety must survive too).
+
+use std::collections::BTreeSet;
+
+use crate::gate::IoCall;
+use crate::network::Weather;
+use crate::sim::Failure;
+use crate::world::{World, NODES};
+use crate::NodeId;
+
+impl World {
+    /// Restarts and heals that are due.
+    pub(crate) async fn scheduled(&mut self) -> Result<(), Failure> {
+        let due: Vec<NodeId> = self.restart_at.iter().filter(|(_, at)| **at <= self.step).map(|(id, _)| *id).collect();
+        for id in due {
+            self.restart(id).await?;
+        }
+        if self.heal_at.is_some_and(|at| at <= self.step) {
+            self.heal_at = None;
+            self.ctx.net.set_cut(BTreeSet::new());
+            self.note("partition healed");
+        }
+        if self.calm_at.is_some_and(|at| at <= self.step) {
+            self.calm_at = None;
+            self.ctx.net.set_weather(Weather::CALM);
+            self.note("weather calm");
+        }
+        Ok(())
+    }
+
+    /// This step's action.
+    pub(crate) async fn act(&mut self) -> Result<(), Failure> {
+        let crash = self.cfg.crash_per_mille;
+        let roll = self.rng.below(1000);
+        if roll < crash {
+            return self.crash_now().await;
+        }
+        match roll - crash {
+            0..=11 => self.arm_disk_crash(),
+            12..=36 => self.partition(),
+            37..=56 => self.snapshot().await,
+            57..=76 => self.weather(),
+            77..=84 => {
+                if let Some((&id, _)) = self.restart_at.iter().next() {
+                    self.restart(id).await?;
+                }
+            }
+            85..=649 => self.client_request(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn may_take_one_down(&mut self) -> bool {
+        let down = NODES as usize - self.up().len();
+        down == 0 || (down == 1 && self.rng.chance(100))
+    }
+
+    async fn crash_now(&mut self) -> Result<(), Failure> {
+        let up = self.up();
+        if up.is_empty() || !self.may_take_one_down() {
+            return Ok(());
+        }
+        let id = *self.rng.pick(&up);
+        self.take_down(id, "crashes").await
+    }
+
+    /// Tears a node down, lets its disk lose what no fsync covered, and
+    /// schedules its restart.
+    async fn take_down(&mut self, id: NodeId, how: &str) -> Result<(), Failure> {
+        let mut rng = self.rng.fork(u64::from(self.step) << 8 | id);
+        let ctx = &self.ctx;
+        let loss = self.nodes[(id - 1) as usize].crash(ctx, &mut rng).await;
+        let loss = loss.map_err(|e| self.fail(e))?;
+        self.stats.crashes += 1;
+        self.stats.lost_bytes += loss.bytes_lost;
+        let back = self.step + self.rng.range(5, 50) as u32;
+        self.restart_at.insert(id, back);
+        self.note(format!(
+            "n{id} {how}: {} unsynced writes, {} bytes lost, {} kept; back at step {back}",
+            loss.writes, loss.bytes_lost, loss.bytes_kept
+        ));
+        Ok(())
+    }
+
+    fn arm_disk_crash(&mut self) {
+        let up = self.up();
+        if up.is_empty() || !self.may_take_one_down() {
+            return;
+        }
+        // The leader writes the most; aim at it half the time.
+        let id = match self.leader() {
+            Some((l, _)) if self.rng.chance(500) => l,
+            _ => *self.rng.pick(&up),
+        };
+        let (call, what) = if self.rng.chance(750) { (IoCall::Sync, "fsync") } else { (IoCall::Write, "write") };
+        if let Some(r) = &self.node(id).running {
+            r.gate.crash_at_next(call);
+        }
+        self.note(format!("n{id} will crash at its next {what}"));
+    }
+
+    /// Tears down nodes whose armed crash went off.
+    pub(crate) async fn reap(&mut self) -> Result<(), Failure> {
+        let crashed: Vec<NodeId> =
+            self.nodes.iter().filter(|n| n.running.as_ref().is_some_and(|r| r.gate.crashed())).map(|n| n.id).collect();
+        for id in crashed {
+            self.stats.wal_crashes += 1;
+            self.take_down(id, "crashed in a disk write or fsync").await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn restart(&mut self, id: NodeId) -> Result<(), Failure> {
+        self.restart_at.remove(&id);
+        let ctx = &self.ctx;
+        let started = self.nodes[(id - 1) as usize].start(ctx).await;
+        started.map_err(|e| self.fail(e))?;
+        self.ctx.net.hear(id);
+        let inc = self.node(id).incarnation;
+        self.note(format!("n{id} restarts (incarnation {inc})"));
+        Ok(())
+    }
+
+    fn partition(&mut self) {
+        let a = self.rng.range(1, NODES + 1);
+        let b = a % NODES + 1;
+        let c = b % NODES + 1;
+        let mut cut = BTreeSet::new();
+        let what = match self.rng.below(4) {
+            0 | 1 => {
+                for other in [b, c] {
+                    cut.insert((a, other));
+                    cut.insert((other, a));
+                }
+                format!("n{a} isolated")
+            }
+            2 => {
+                cut.insert((a, b));
+                format!("n{a} cannot reach n{b} (one way)")
+            }
+            _ => match self.leader() {
+                Some((l, _)) => {
+                    let f = if l == a { b } else { a };
+                    cut.insert((l, f));
+                    cut.insert((f, l));
+                    format!("leader n{l} cut from n{f}")
+                }
+                None => {
+                    self.ctx.net.set_cut(BTreeSet::new());
+                    self.heal_at = None;
+                    self.note("partition healed early");
+                    return;
+                }
+            },
+        };
+        let until = self.step + self.rng.range(10, 60) as u32;
+        self.ctx.net.set_cut(cut);
+        self.heal_at = Some(until);
+        self.note(format!("partition: {what} until step {until}"));
+    }
+
+    fn weather(&mut self) {
+        let w = Weather {
+            drop_per_mille: *self.rng.pick(&[0, 20, 50, 150]),
+            delay_max_ms: *self.rng.pick(&[2, 10, 40]),
+            spike_per_mille: *self.rng.pick(&[0, 10, 50]),
+            duplicate_per_mille: *self.rng.pick(&[0, 0, 20, 100]),
+        };
+        let until = self.step + self.rng.range(20, 100) as u32;
+        self.ctx.net.set_weather(w);
+        self.calm_at = Some(until);
+        self.note(format!(
+            "weather: {}‰ lost, delays to {} ms, {}‰ slow, {}‰ twice, until step {until}",
+            w.drop_per_mille, w.delay_max_ms, w.spike_per_mille, w.duplicate_per_mille
+        ));
+    }
+
+    async fn snapshot(&mut self) {
+        let up = self.up();
+        if up.is_empty() {
+            return;
+        }
+        let id = *self.rng.pick(&up);
+        let Some(raft) = self.node(id).running.as_ref().map(|r| r.raft.clone()) else { return };
+        let _ = raft.trigger().snapshot().await;
+        self.note(format!("n{id} takes a snapshot"));
+    }
+}

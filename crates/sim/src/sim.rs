@@ -1,0 +1,165 @@
+//! The entry point: one seed, one run, a report or a failure.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::network::NetStats;
+use crate::settle::{runtime, Settler};
+use crate::world::World;
+
+/// A deliberately broken component, to prove the checks can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sabotage {
+    /// The network answers every append "success" without delivering it.
+    AckWithoutDelivery,
+    /// The disk acknowledges fsyncs without making anything durable, so a
+    /// crash loses acknowledged log entries.
+    ForgetSyncs,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Steps of the faulty phase; each is one action and a little time.
+    pub steps: u32,
+    /// Per mille of steps that crash a node.
+    pub crash_per_mille: u64,
+    pub sabotage: Option<Sabotage>,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64) -> SimConfig {
+        SimConfig { seed, steps: 500, crash_per_mille: 12, sabotage: None }
+    }
+
+    /// The environment variables that make the test harness run this.
+    pub fn replay_env(&self) -> String {
+        let base = SimConfig::new(self.seed);
+        let mut env = format!("SIM_SEED={}", self.seed);
+        if self.steps != base.steps {
+            env += &format!(" SIM_STEPS={}", self.steps);
+        }
+        if self.crash_per_mille != base.crash_per_mille {
+            env += &format!(" SIM_CRASH={}", self.crash_per_mille);
+        }
+        if let Some(s) = self.sabotage {
+            env += &format!(" (with {s:?}: a checker test)");
+        }
+        env
+    }
+}
+
+/// What a passing run did, and a digest of all of it: two runs of one seed
+/// must produce the same digest.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub seed: u64,
+    pub digest: u64,
+    pub steps: u32,
+    pub virtual_ms: u64,
+    pub acked: u64,
+    pub unknown: u64,
+    pub crashes: u64,
+    pub lost_unsynced_bytes: u64,
+    /// Crashes that hit a disk write or fsync of the WAL.
+    pub wal_crashes: u64,
+    /// Conflicting log tails dropped.
+    pub truncations: u64,
+    pub elections: u64,
+    pub snapshots: u64,
+    pub applied_index: u64,
+    pub applications: u64,
+    pub net: NetStats,
+    /// The whole trace, one event a line.
+    pub trace: Vec<String>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: {} steps, {} ms virtual, {} acked / {} unknown, {} crashes ({} in a WAL write, {} unsynced \
+             bytes lost), {} truncations, {} elections, {} snapshots sent, log at {}, {} messages ({} lost, {} twice), \
+             digest {:016x}",
+            self.seed,
+            self.steps,
+            self.virtual_ms,
+            self.acked,
+            self.unknown,
+            self.crashes,
+            self.wal_crashes,
+            self.lost_unsynced_bytes,
+            self.truncations,
+            self.elections,
+            self.snapshots,
+            self.applied_index,
+            self.net.sent,
+            self.net.lost,
+            self.net.duplicated,
+            self.digest
+        )
+    }
+}
+
+/// A violated invariant (or a run that could not go on), where, and the
+/// trace leading to it.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub seed: u64,
+    /// The environment that replays this run (`SIM_SEED=…` and, when not
+    /// the defaults, `SIM_STEPS=…` and `SIM_CRASH=…`).
+    pub replay: String,
+    /// `None` when it happened at the end, in the fault-free phase.
+    pub step: Option<u32>,
+    pub message: String,
+    pub trace_tail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.step {
+            Some(s) => writeln!(f, "seed {} failed at step {s}: {}", self.seed, self.message)?,
+            None => writeln!(f, "seed {} failed after the faults were healed: {}", self.seed, self.message)?,
+        }
+        writeln!(f, "replay with: {} cargo nextest run -p regina-sim simulate_seeds", self.replay)?;
+        write!(f, "trace (last lines):\n{}", self.trace_tail)
+    }
+}
+
+/// Closes every gate when the run ends, even by a panic, so that dropping
+/// the runtime (and with it the stores) never waits on a parked writer.
+struct CloseGates(Arc<Settler>);
+
+impl Drop for CloseGates {
+    fn drop(&mut self) {
+        self.0.close_all();
+    }
+}
+
+/// Runs one seed to the end.
+pub fn run(cfg: SimConfig) -> Result<Report, Failure> {
+    let seed = cfg.seed;
+    let replay = cfg.replay_env();
+    let settler = Arc::new(Settler::default());
+    let rt = runtime(settler.clone()).map_err(|e| Failure {
+        seed,
+        replay: replay.clone(),
+        step: None,
+        message: format!("cannot build the runtime: {e}"),
+        trace_tail: String::new(),
+    })?;
+    let _close = CloseGates(settler.clone());
+    let _panics = crate::panics::record();
+    rt.block_on(async move {
+        let mut world = World::new(cfg, settler).map_err(|e| Failure {
+            seed,
+            replay,
+            step: None,
+            message: e,
+            trace_tail: String::new(),
+        })?;
+        let result = world.run().await;
+        world.stop().await;
+        result
+    })
+}

@@ -1,0 +1,253 @@
+//! What the clients ask for, seeded: pushes with transaction ids to a few
+//! partitions of one queue (and retries of pushes whose answer was lost),
+//! pops under one consumer group with short leases, acks and extensions of
+//! those leases, lock acquire, renew and release, and now and then several
+//! requests batched into one entry as the proposer does.
+//!
+//! The workload remembers what acknowledged answers handed out (leases,
+//! lock tokens) so that later requests can use them, like a real client.
+
+use std::collections::BTreeMap;
+
+use regina_state::command::{
+    AckCmd, AckItem, AckStatus, LockOp, LocksCmd, PopCmd, PopTarget, PushCmd, PushItem, Subscription,
+};
+use regina_state::outcome::LockResult;
+use regina_state::{Command, Entry, Outcome};
+
+use crate::client::Reply;
+use crate::invariants::flatten;
+use crate::rng::Rng;
+
+pub const QUEUE: &str = "sim.work.orders";
+pub const GROUP: &str = "workers";
+pub const PARTITIONS: u64 = 4;
+const LOCKS: u64 = 2;
+const OWNERS: u64 = 3;
+/// Pushes kept for a retry after an unknown outcome.
+const RETRY_POOL_MAX: usize = 32;
+
+struct Lease {
+    id: String,
+    /// (partition id, transaction id) of each delivered message, in order.
+    items: Vec<(u64, String)>,
+}
+
+pub struct Workload {
+    rng: Rng,
+    next: u64,
+    retry: Vec<PushItem>,
+    leases: Vec<Lease>,
+    /// Lock name to (owner, token) of the permit a client believes it holds.
+    locks: BTreeMap<String, (String, u64)>,
+}
+
+/// A request about to be sent.
+pub struct Planned {
+    pub label: String,
+    pub command: Command,
+}
+
+impl Workload {
+    pub fn new(rng: Rng) -> Workload {
+        Workload { rng, next: 0, retry: Vec::new(), leases: Vec::new(), locks: BTreeMap::new() }
+    }
+
+    fn mint(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn push_item(&mut self) -> (PushItem, String) {
+        if !self.retry.is_empty() && self.rng.chance(150) {
+            let i = self.rng.below(self.retry.len() as u64) as usize;
+            let item = self.retry.swap_remove(i);
+            let label = format!("retry {}/{}", item.partition, item.transaction_id);
+            return (item, label);
+        }
+        let n = self.mint();
+        let partition = format!("p{}", self.rng.below(PARTITIONS));
+        let txn = format!("t{n}");
+        let mut message_id = [0u8; 16];
+        message_id[..8].copy_from_slice(&n.to_le_bytes());
+        let item = PushItem {
+            queue: QUEUE.into(),
+            partition: partition.clone(),
+            transaction_id: txn.clone(),
+            trace_id: None,
+            message_id,
+            payload: format!("{{\"n\":{n}}}").into_bytes(),
+        };
+        (item, format!("{partition}/{txn}"))
+    }
+
+    fn push(&mut self) -> Planned {
+        let count = if self.rng.chance(200) { 2 } else { 1 };
+        let (items, labels): (Vec<PushItem>, Vec<String>) = (0..count).map(|_| self.push_item()).unzip();
+        Planned { label: format!("push {}", labels.join(" ")), command: Command::Push(PushCmd { items }) }
+    }
+
+    fn pop(&mut self) -> Planned {
+        let n = self.mint();
+        let partition = self.rng.chance(300).then(|| format!("p{}", self.rng.below(PARTITIONS)));
+        let batch = self.rng.range(1, 4) as u32;
+        let lease_ms = self.rng.range(200, 3000);
+        let label = format!("pop {} b{batch} lease L{n} {lease_ms}ms", partition.as_deref().unwrap_or("*"));
+        let cmd = PopCmd {
+            target: PopTarget::Queue { queue: QUEUE.into(), partition },
+            group: GROUP.into(),
+            batch,
+            max_partitions: self.rng.range(1, 3) as u32,
+            lease_id: format!("L{n}"),
+            lease_ms: Some(lease_ms),
+            auto_ack: false,
+            subscription: Subscription::All,
+            conflation: false,
+        };
+        Planned { label, command: Command::Pop(cmd) }
+    }
+
+    fn ack(&mut self) -> Option<Planned> {
+        if self.leases.is_empty() {
+            return None;
+        }
+        let i = self.rng.below(self.leases.len() as u64) as usize;
+        let lease = self.leases.swap_remove(i);
+        let status = match self.rng.below(10) {
+            0 => AckStatus::Failed,
+            1 => AckStatus::Retry,
+            _ => AckStatus::Completed,
+        };
+        // Acking the last delivered message of a partition settles the
+        // ones before it; sometimes ack every item on its own instead.
+        let each = self.rng.chance(300);
+        let mut items = Vec::new();
+        for (k, (pid, txn)) in lease.items.iter().enumerate() {
+            let last_of_partition = lease.items[k + 1..].iter().all(|(p, _)| p != pid);
+            if each || last_of_partition {
+                items.push(AckItem {
+                    partition_id: *pid,
+                    transaction_id: txn.clone(),
+                    status,
+                    error: (status != AckStatus::Completed).then(|| "simulated failure".into()),
+                    lease_id: Some(lease.id.clone()),
+                });
+            }
+        }
+        let label = format!("ack {} {status:?} x{}", lease.id, items.len());
+        Some(Planned { label, command: Command::Ack(AckCmd { group: GROUP.into(), items }) })
+    }
+
+    fn extend(&mut self) -> Option<Planned> {
+        let lease = &self.leases.get(self.rng.below(self.leases.len().max(1) as u64) as usize)?;
+        let id = lease.id.clone();
+        Some(Planned { label: format!("extend {id}"), command: Command::ExtendLease { lease_id: id } })
+    }
+
+    fn lock_op(&mut self) -> Planned {
+        let name = format!("lock{}", self.rng.below(LOCKS));
+        let held = self.locks.get(&name).cloned();
+        let op = match held {
+            Some((owner, token)) if self.rng.chance(600) => {
+                if self.rng.chance(500) {
+                    LockOp::Release { name: name.clone(), token, slot: 0 }
+                } else {
+                    let ttl_seconds = self.rng.range(1, 4);
+                    LockOp::Renew { name: name.clone(), token, ttl_seconds, slot: 0, owner: Some(owner) }
+                }
+            }
+            _ => {
+                let owner = format!("c{}", self.rng.below(OWNERS));
+                let ttl_seconds = self.rng.range(1, 4);
+                LockOp::Acquire { name: name.clone(), ttl_seconds, owner: Some(owner), limit: 1 }
+            }
+        };
+        let label = match &op {
+            LockOp::Acquire { owner, ttl_seconds, .. } => {
+                format!("acquire {name} by {} ttl {ttl_seconds}s", owner.as_deref().unwrap_or("-"))
+            }
+            LockOp::Renew { token, .. } => format!("renew {name} token {token}"),
+            LockOp::Release { token, .. } => format!("release {name} token {token}"),
+            LockOp::Get { .. } => format!("get {name}"),
+        };
+        Planned { label, command: Command::Locks(LocksCmd { ops: vec![op] }) }
+    }
+
+    /// The next request.
+    pub fn request(&mut self) -> Planned {
+        let roll = self.rng.below(100);
+        match roll {
+            0..=39 => self.push(),
+            40..=54 => self.pop(),
+            55..=69 => self.ack().unwrap_or_else(|| self.push()),
+            70..=72 => self.extend().unwrap_or_else(|| self.pop()),
+            73..=87 => self.lock_op(),
+            88..=95 => {
+                let parts: Vec<Planned> = (0..self.rng.range(2, 4))
+                    .map(|_| if self.rng.chance(500) { self.push() } else { self.lock_op() })
+                    .collect();
+                let label = format!("batch[{}]", parts.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join("; "));
+                Planned { label, command: Command::Batch(parts.into_iter().map(|p| p.command).collect()) }
+            }
+            _ => Planned { label: "noop".into(), command: Command::Noop },
+        }
+    }
+
+    /// Learns from an answered request: leases to ack, lock tokens, pushes
+    /// to retry.
+    pub fn learn(&mut self, entry: &Entry, reply: &Reply) {
+        match reply {
+            Reply::Unknown(_) => {
+                let mut unknown = Vec::new();
+                collect_pushes(&entry.command, &mut unknown);
+                for item in unknown {
+                    if self.retry.len() < RETRY_POOL_MAX {
+                        self.retry.push(item);
+                    }
+                }
+            }
+            Reply::Acked { outcome, bodies, .. } => {
+                flatten(&entry.command, outcome, &mut |cmd, out| self.learn_one(cmd, out, bodies));
+            }
+        }
+    }
+
+    fn learn_one(&mut self, cmd: &Command, out: &Outcome, bodies: &[(u64, u64, Option<regina_state::BodyRecord>)]) {
+        match (cmd, out) {
+            (Command::Pop(p), Outcome::Pop(r)) if !r.claims.is_empty() => {
+                let items = bodies
+                    .iter()
+                    .filter_map(|(pid, _, b)| b.as_ref().map(|b| (*pid, b.transaction_id.clone())))
+                    .collect::<Vec<_>>();
+                if !items.is_empty() {
+                    self.leases.push(Lease { id: p.lease_id.clone(), items });
+                }
+            }
+            (Command::Locks(l), Outcome::Locks(rs)) => {
+                for (op, r) in l.ops.iter().zip(rs) {
+                    match (op, r) {
+                        (LockOp::Acquire { name, owner: Some(o), .. }, LockResult::Acquired { token, .. }) => {
+                            self.locks.insert(name.clone(), (o.clone(), *token));
+                        }
+                        (LockOp::Renew { name, owner: Some(o), .. }, LockResult::Renewed { token, .. }) => {
+                            self.locks.insert(name.clone(), (o.clone(), *token));
+                        }
+                        (LockOp::Release { name, .. }, _) | (LockOp::Renew { name, .. }, LockResult::Lost { .. }) => {
+                            self.locks.remove(name);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn collect_pushes(cmd: &Command, out: &mut Vec<PushItem>) {
+    match cmd {
+        Command::Push(p) => out.extend(p.items.iter().cloned()),
+        Command::Batch(cs) => cs.iter().for_each(|c| collect_pushes(c, out)),
+        _ => {}
+    }
+}

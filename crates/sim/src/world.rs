@@ -1,0 +1,386 @@
+//! The simulated cluster and the loop that drives it.
+//!
+//! A run boots three nodes, then takes `steps` steps: each performs one
+//! seeded action (a client request or a fault, see `faults`), lets a little
+//! virtual time pass, starts elections where a node has not heard from a
+//! leader for its (seeded) timeout, and checks every invariant. Then the
+//! faults are healed and the cluster must converge: one leader, every node
+//! at the same applied index with the same state, every acknowledged write
+//! in it.
+//!
+//! Elections are driven from here because openraft draws its election
+//! timeouts from a generator no seed reaches; every node runs with
+//! `enable_elect: false` and campaigns when this loop says so.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
+use parking_lot::Mutex;
+use regina_consensus::types::LogId;
+use regina_state::{Command, Entry};
+use tokio::time::{sleep, Instant};
+
+use crate::client::{self, summary, Clients, Reply};
+use crate::history::History;
+use crate::invariants::{acked_pushes, AckedPush, Checker};
+use crate::network::{Net, Peer, Weather};
+use crate::node::{Ctx, Node};
+use crate::rng::Rng;
+use crate::settle::Settler;
+use crate::sim::{Failure, Report, Sabotage, SimConfig};
+use crate::trace::Trace;
+use crate::workload::Workload;
+use crate::NodeId;
+
+pub const NODES: u64 = 3;
+/// Entry times start here: a plausible wall clock, moved by virtual time.
+const EPOCH_MS: u64 = 1_700_000_000_000;
+/// How long the healed cluster gets to converge (virtual).
+const CONVERGE_WITHIN: Duration = Duration::from_secs(60);
+const TRACE_TAIL: usize = 80;
+
+pub struct World {
+    pub(crate) cfg: SimConfig,
+    /// Faults, their timing and election timeouts.
+    pub(crate) rng: Rng,
+    pub(crate) ctx: Ctx,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) clients: Arc<Mutex<Clients>>,
+    workload: Workload,
+    pub(crate) checker: Checker,
+    pub(crate) trace: Trace,
+    pub(crate) acked: Vec<AckedPush>,
+    /// Every acknowledged request by log index: (op, its log id).
+    pub(crate) acked_ops: BTreeMap<u64, (u64, LogId)>,
+    pub(crate) step: u32,
+    start: Instant,
+    elect_after: BTreeMap<NodeId, Duration>,
+    /// Down nodes and the step at which they come back.
+    pub(crate) restart_at: BTreeMap<NodeId, u32>,
+    pub(crate) heal_at: Option<u32>,
+    pub(crate) calm_at: Option<u32>,
+    pub(crate) stats: Stats,
+    booted: bool,
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Stats {
+    pub acked: u64,
+    pub unknown: u64,
+    pub crashes: u64,
+    pub lost_bytes: u64,
+    pub wal_crashes: u64,
+    pub elections: u64,
+}
+
+fn raft_config() -> Result<Arc<Config>, String> {
+    let config = Config {
+        cluster_name: "regina-sim".into(),
+        heartbeat_interval: 20,
+        election_timeout_min: 60,
+        election_timeout_max: 120,
+        // Elections are the simulator's call (see the module docs).
+        enable_elect: false,
+        // Snapshots are a seeded fault too; purging right behind them makes
+        // lagging followers catch up by snapshot.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 5,
+        max_payload_entries: 16,
+        install_snapshot_timeout: 1000,
+        ..Default::default()
+    };
+    config.validate().map(Arc::new).map_err(|e| format!("invalid raft config: {e}"))
+}
+
+impl World {
+    pub fn new(cfg: SimConfig, settler: Arc<Settler>) -> Result<World, String> {
+        let root = Rng::new(cfg.seed);
+        let ctx = Ctx {
+            config: raft_config()?,
+            net: Net::new(root.fork(1).next_u64(), cfg.sabotage == Some(Sabotage::AckWithoutDelivery)),
+            settler,
+            history: Arc::new(Mutex::new(History::default())),
+            forget_syncs: cfg.sabotage == Some(Sabotage::ForgetSyncs),
+            truncations: Default::default(),
+        };
+        let nodes = (1..=NODES).map(Node::new).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        Ok(World {
+            rng: root.fork(2),
+            workload: Workload::new(root.fork(3)),
+            cfg,
+            ctx,
+            nodes,
+            clients: Arc::new(Mutex::new(Clients::default())),
+            checker: Checker::default(),
+            trace: Trace::default(),
+            acked: Vec::new(),
+            acked_ops: BTreeMap::new(),
+            step: 0,
+            start: Instant::now(),
+            elect_after: BTreeMap::new(),
+            restart_at: BTreeMap::new(),
+            heal_at: None,
+            calm_at: None,
+            stats: Stats::default(),
+            booted: false,
+        })
+    }
+
+    pub(crate) fn elapsed_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    pub(crate) fn note(&mut self, text: impl Into<String>) {
+        let at = self.elapsed_ms();
+        self.trace.push(self.step, at, text);
+    }
+
+    pub(crate) fn fail(&self, message: impl Into<String>) -> Failure {
+        Failure {
+            seed: self.cfg.seed,
+            replay: self.cfg.replay_env(),
+            step: self.booted.then_some(self.step),
+            message: message.into(),
+            trace_tail: self.trace.render_tail(TRACE_TAIL),
+        }
+    }
+
+    pub(crate) fn node(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    pub(crate) fn up(&self) -> Vec<NodeId> {
+        self.nodes.iter().filter(|n| n.is_up()).map(|n| n.id).collect()
+    }
+
+    /// The node that leads in the highest term, as the nodes report.
+    pub(crate) fn leader(&self) -> Option<(NodeId, u64)> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_up())
+            .filter_map(|n| {
+                let m = n.running.as_ref()?.raft.metrics().borrow().clone();
+                (m.state == ServerState::Leader).then_some((n.id, m.current_term))
+            })
+            .max_by_key(|(id, term)| (*term, std::cmp::Reverse(*id)))
+    }
+
+    pub async fn run(&mut self) -> Result<Report, Failure> {
+        self.boot().await?;
+        for step in 0..self.cfg.steps {
+            self.step = step;
+            self.scheduled().await?;
+            self.act().await?;
+            let dt = self.rng.range(1, 30);
+            sleep(Duration::from_millis(dt)).await;
+            self.end_step().await?;
+        }
+        self.step = self.cfg.steps;
+        self.converge().await?;
+        self.final_check()
+    }
+
+    async fn boot(&mut self) -> Result<(), Failure> {
+        for i in 0..self.nodes.len() {
+            let r = self.nodes[i].start(&self.ctx).await;
+            r.map_err(|e| self.fail(e))?;
+        }
+        for id in 1..=NODES {
+            let after = self.election_timeout();
+            self.elect_after.insert(id, after);
+        }
+        let members: BTreeMap<NodeId, BasicNode> =
+            (1..=NODES).map(|id| (id, BasicNode::new(format!("n{id}")))).collect();
+        let raft = self.nodes[0].running.as_ref().expect("just started").raft.clone();
+        raft.initialize(members).await.map_err(|e| self.fail(format!("initialize: {e}")))?;
+        self.booted = true;
+        self.note("boot: n1 initializes a group of n1, n2, n3");
+        Ok(())
+    }
+
+    fn election_timeout(&mut self) -> Duration {
+        // Above openraft's leader lease (election_timeout_max), so a vote
+        // request is not refused only because the lease still runs.
+        Duration::from_millis(self.rng.range(150, 400))
+    }
+
+    /// The bookkeeping every step ends with.
+    async fn end_step(&mut self) -> Result<(), Failure> {
+        self.elections().await;
+        self.reap().await?;
+        self.absorb()?;
+        self.status_line();
+        self.check()?;
+        self.check_acked_durable().await
+    }
+
+    /// Campaigns for every node that has not heard from a leader within its
+    /// timeout.
+    async fn elections(&mut self) {
+        for id in self.up() {
+            let Some(raft) = self.node(id).running.as_ref().map(|r| r.raft.clone()) else { continue };
+            let m = raft.metrics().borrow().clone();
+            if m.state == ServerState::Leader {
+                self.ctx.net.hear(id);
+                continue;
+            }
+            let timeout = self.elect_after[&id];
+            if self.ctx.net.heard(id).elapsed() < timeout {
+                continue;
+            }
+            let _ = raft.trigger().elect().await;
+            self.ctx.net.hear(id);
+            let next = self.election_timeout();
+            self.elect_after.insert(id, next);
+            self.stats.elections += 1;
+            self.note(format!("n{id} campaigns (term {} -> {})", m.current_term, m.current_term + 1));
+        }
+    }
+
+    /// Sends one client request to the node that seems to lead.
+    pub(crate) fn client_request(&mut self) {
+        let planned = self.workload.request();
+        let target = match self.leader() {
+            Some((id, _)) => Some(id),
+            None => {
+                let up = self.up();
+                (!up.is_empty()).then(|| *self.rng.pick(&up))
+            }
+        };
+        let Some(id) = target else {
+            self.note(format!("no node up for: {}", planned.label));
+            return;
+        };
+        let peer = self.node(id).peer().expect("an up node runs");
+        self.send(id, peer, planned.label, planned.command);
+    }
+
+    fn send(&mut self, id: NodeId, peer: Peer, label: String, command: Command) -> u64 {
+        let entry = Entry { now_ms: EPOCH_MS + self.elapsed_ms(), command };
+        let op = client::submit(&self.clients, peer, id, self.step, label.clone(), entry);
+        self.note(format!("op{op} -> n{id}: {label}"));
+        op
+    }
+
+    /// Takes in the answers that arrived: acknowledged ones must match the
+    /// common history, and the workload learns from all of them.
+    fn absorb(&mut self) -> Result<(), Failure> {
+        let finished = self.clients.lock().take_finished();
+        for op_id in finished {
+            let op = self.clients.lock().ops[&op_id].clone();
+            let reply = op.reply.clone().expect("finished ops have a reply");
+            match &reply {
+                Reply::Acked { log_id, outcome, .. } => {
+                    self.stats.acked += 1;
+                    let seen = self.ctx.history.lock().entries.get(&log_id.index).cloned();
+                    match seen {
+                        Some(a)
+                            if a.log_id == *log_id && a.entry.as_ref() == Some(&op.entry) && a.outcome == *outcome => {}
+                        Some(a) => {
+                            return Err(self.fail(format!(
+                                "op{op_id} was acknowledged at {log_id} with {outcome:?}, but the history has {} \
+                                 there with {:?}",
+                                a.log_id, a.outcome
+                            )))
+                        }
+                        None => {
+                            return Err(self.fail(format!(
+                                "op{op_id} was acknowledged at {log_id}, which no state machine applied"
+                            )))
+                        }
+                    }
+                    self.acked.extend(acked_pushes(log_id.index, &op.entry.command, outcome));
+                    self.acked_ops.insert(log_id.index, (op_id, *log_id));
+                    self.note(format!("op{op_id} ok at {}: {}", log_id.index, summary(outcome)));
+                }
+                Reply::Unknown(why) => {
+                    self.stats.unknown += 1;
+                    self.note(format!("op{op_id} unknown: {why}"));
+                }
+            }
+            self.workload.learn(&op.entry, &reply);
+        }
+        Ok(())
+    }
+
+    /// One line per step with each node's role, term and applied index.
+    fn status_line(&mut self) {
+        let mut parts = Vec::new();
+        for n in &self.nodes {
+            match &n.running {
+                Some(r) if !r.gate.crashed() => {
+                    let m = r.raft.metrics().borrow().clone();
+                    let role = match m.state {
+                        ServerState::Leader => "L",
+                        ServerState::Candidate => "C",
+                        ServerState::Follower => "F",
+                        ServerState::Learner => "l",
+                        ServerState::Shutdown => "S",
+                    };
+                    let applied = m.last_applied.map_or("-".to_string(), |l| l.index.to_string());
+                    parts.push(format!("n{} {role} t{} @{applied}", n.id, m.current_term));
+                }
+                _ => parts.push(format!("n{} down", n.id)),
+            }
+        }
+        let cut = self.ctx.net.cut();
+        let cut = if cut.is_empty() {
+            String::new()
+        } else {
+            format!(" | cut {}", cut.iter().map(|(a, b)| format!("{a}>{b}")).collect::<Vec<_>>().join(","))
+        };
+        self.note(format!("· {}{cut}", parts.join(" | ")));
+    }
+
+    /// Heals every fault, brings every node back, and waits until the
+    /// cluster agrees on everything.
+    async fn converge(&mut self) -> Result<(), Failure> {
+        self.ctx.net.set_cut(BTreeSet::new());
+        self.ctx.net.set_weather(Weather::CALM);
+        self.heal_at = None;
+        self.calm_at = None;
+        for n in &self.nodes {
+            if let Some(r) = &n.running {
+                r.gate.disarm();
+            }
+        }
+        self.note("heal: no partitions, no loss, every node up");
+        let down: Vec<NodeId> = self.nodes.iter().filter(|n| !n.is_up()).map(|n| n.id).collect();
+        for id in down {
+            self.restart(id).await?;
+        }
+        let deadline = Instant::now() + CONVERGE_WITHIN;
+        let mut marker: Option<(u64, u64)> = None;
+        loop {
+            sleep(Duration::from_millis(25)).await;
+            self.end_step().await?;
+            if let Some((leader, term)) = self.leader() {
+                if marker.is_none_or(|(t, _)| t != term) {
+                    let peer = self.node(leader).peer().expect("the leader runs");
+                    let op = self.send(leader, peer, format!("final noop in term {term}"), Command::Noop);
+                    marker = Some((term, op));
+                }
+            }
+            if let Some((_, op)) = marker {
+                if self.converged(op) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(self.fail(format!("the healed cluster did not converge within {CONVERGE_WITHIN:?}")));
+            }
+        }
+    }
+
+    /// Shuts every node down at the end of a run (passed or not).
+    pub async fn stop(&mut self) {
+        self.ctx.settler.close_all();
+        for n in &mut self.nodes {
+            if let Some(r) = n.running.take() {
+                let _ = tokio::time::timeout(Duration::from_secs(10), r.raft.shutdown()).await;
+            }
+        }
+    }
+}
