@@ -15,14 +15,14 @@ use std::time::Duration;
 
 use openraft::storage::{LogState, RaftLogStorage, RaftStateMachine};
 use openraft::testing::log_id;
-use openraft::{BasicNode, Config, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, SnapshotPolicy, Vote};
+use openraft::{BasicNode, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, Vote};
 use regina_consensus::types::{LogId, RaftEntry, StorageError};
-use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore, TypeConfig};
+use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
 use regina_state::command::{PushCmd, PushItem};
 use regina_state::outcome::PushResult;
 use regina_state::{BodyRecord, Command, Entry, Outcome, State};
 use support::no_peers::NoPeers;
-use support::{open_log, open_sm, wal_segments, OurSuite};
+use support::{open_log, open_sm, view, wal_segments, OurSuite};
 
 /// Tiny segments: a blank entry's record is a few dozen bytes, so even the
 /// suite's ten-entry log spans several segment files.
@@ -30,22 +30,6 @@ const TINY_SEGMENT_BYTES: u64 = 128;
 const NODE: u64 = 1;
 /// A fixed clock, so runs are reproducible.
 const T0_MS: u64 = 1_700_000_000_000;
-
-/// Everything the log store answers about its contents.
-#[derive(Debug, PartialEq)]
-struct LogView {
-    state: LogState<TypeConfig>,
-    entries: Vec<RaftEntry>,
-    vote: Option<Vote<u64>>,
-}
-
-async fn view(log: &mut LogStore) -> LogView {
-    LogView {
-        state: log.get_log_state().await.expect("log state"),
-        entries: log.try_get_log_entries(..).await.expect("read entries"),
-        vote: log.read_vote().await.expect("read vote"),
-    }
-}
 
 fn indexes(entries: &[RaftEntry]) -> Vec<u64> {
     entries.iter().map(|e| e.log_id.index).collect()
@@ -403,19 +387,7 @@ async fn start(data: &Path) -> Started {
     let mut sm = open_sm(data);
     let shared = sm.shared();
     let opened_applied = sm.applied_state().await.unwrap().0;
-    let config = Config {
-        cluster_name: "regina-test".into(),
-        heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
-        // Snapshots only when the test asks, and the log behind a snapshot
-        // is purged at once, so segment release is observable.
-        snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Default::default()
-    };
-    let config = Arc::new(config.validate().unwrap());
+    let config = support::manual_snapshot_config();
     let raft = Raft::new(NODE, config, NoPeers, log.clone(), sm).await.unwrap();
     if !raft.is_initialized().await.unwrap() {
         raft.initialize(BTreeMap::from([(NODE, BasicNode::default())])).await.unwrap();

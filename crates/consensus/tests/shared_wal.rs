@@ -21,27 +21,12 @@ use openraft::storage::{LogState, RaftLogStorage};
 use openraft::testing::log_id;
 use openraft::{RaftLogReader, Vote};
 use regina_consensus::types::{LogId, RaftEntry};
-use regina_consensus::{LogStore, TypeConfig};
+use regina_consensus::LogStore;
 use regina_storage::{FaultyIo, Io};
-use support::{log_dir, open_groups, open_log, wal_options, wal_segments, OurSuite, SEGMENT_BYTES};
+use support::{log_dir, open_groups, open_log, view, wal_options, wal_segments, LogView, OurSuite, SEGMENT_BYTES};
 
 /// A blank record is a few dozen bytes: three to a segment.
 const TINY_SEGMENT_BYTES: u64 = 128;
-
-#[derive(Debug, PartialEq)]
-struct LogView {
-    state: LogState<TypeConfig>,
-    entries: Vec<RaftEntry>,
-    vote: Option<Vote<u64>>,
-}
-
-async fn view(log: &mut LogStore) -> LogView {
-    LogView {
-        state: log.get_log_state().await.expect("log state"),
-        entries: log.try_get_log_entries(..).await.expect("read entries"),
-        vote: log.read_vote().await.expect("read vote"),
-    }
-}
 
 async fn views(logs: &mut [LogStore]) -> Vec<LogView> {
     let mut out = Vec::new();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
-use openraft::{BasicNode, Config, SnapshotPolicy};
+use openraft::BasicNode;
 use regina_consensus::types::LogId;
 use regina_consensus::{LogStore, Raft, SharedState};
 use regina_state::command::{PushCmd, PushItem};
@@ -43,19 +43,7 @@ fn sm_dir(data: &Path, group: u16) -> PathBuf {
 async fn start(data: &Path) -> (Vec<Group>, Vec<LogStore>) {
     let logs = LogStore::open_groups(&log_dir(data), GROUPS, wal_options(SEGMENT_BYTES), Arc::new(RealIo))
         .expect("open the groups' log");
-    let config = Config {
-        cluster_name: "regina-test".into(),
-        heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
-        // Snapshots only when the test asks, and the log behind a snapshot
-        // is purged at once.
-        snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Default::default()
-    };
-    let config = Arc::new(config.validate().unwrap());
+    let config = support::manual_snapshot_config();
     let mut groups = Vec::new();
     for log in &logs {
         let mut sm = open_sm(&sm_dir(data, log.group()));

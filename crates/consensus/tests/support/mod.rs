@@ -9,8 +9,10 @@ pub mod no_peers;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use openraft::storage::{LogState, RaftLogStorage};
 use openraft::testing::{StoreBuilder, Suite};
-use regina_consensus::types::StorageError;
+use openraft::{Config, RaftLogReader, SnapshotPolicy};
+use regina_consensus::types::{RaftEntry, StorageError};
 use regina_consensus::{LogStore, StateMachineStore, TypeConfig};
 use regina_storage::{RealIo, WalOptions};
 use tempfile::TempDir;
@@ -106,3 +108,35 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for TempGrou
 /// `feed_10_logs_vote_self`) are the only way to append outside a running
 /// Raft, since openraft builds the append callback internally.
 pub type OurSuite = Suite<TypeConfig, LogStore, StateMachineStore, TempStores, TempDir>;
+
+/// Everything a log store answers about its contents.
+#[derive(Debug, PartialEq)]
+pub struct LogView {
+    pub state: LogState<TypeConfig>,
+    pub entries: Vec<RaftEntry>,
+    pub vote: Option<openraft::Vote<u64>>,
+}
+
+pub async fn view(log: &mut LogStore) -> LogView {
+    LogView {
+        state: log.get_log_state().await.expect("log state"),
+        entries: log.try_get_log_entries(..).await.expect("read entries"),
+        vote: log.read_vote().await.expect("read vote"),
+    }
+}
+
+/// Raft settings for tests that snapshot only when they ask, with the log
+/// behind a snapshot purged at once so that segment release is observable.
+pub fn manual_snapshot_config() -> Arc<Config> {
+    let config = Config {
+        cluster_name: "regina-test".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
+        purge_batch_size: 1,
+        ..Default::default()
+    };
+    Arc::new(config.validate().expect("a valid Raft config"))
+}

@@ -75,22 +75,26 @@ fn reply<T: Serialize>(value: &T) -> Response {
 }
 
 async fn append(State(node): State<Arc<Node>>, body: Bytes) -> Response {
-    let req = match bincode::deserialize(&body) {
-        Ok(r) => r,
-        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable append: {e}")),
-    };
-    match node.raft.append_entries(req).await {
-        Ok(resp) => reply(&resp),
-        Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
-    }
+    rpc(&body, "append", |req| node.raft.append_entries(req)).await
 }
 
 async fn vote(State(node): State<Arc<Node>>, body: Bytes) -> Response {
-    let req = match bincode::deserialize(&body) {
+    rpc(&body, "vote", |req| node.raft.vote(req)).await
+}
+
+/// Decodes a Raft request, hands it to the Raft core and encodes its reply.
+async fn rpc<Req, Resp, E, F>(body: &[u8], what: &str, call: impl FnOnce(Req) -> F) -> Response
+where
+    Req: serde::de::DeserializeOwned,
+    Resp: Serialize,
+    E: std::fmt::Display,
+    F: std::future::Future<Output = Result<Resp, E>>,
+{
+    let req = match bincode::deserialize(body) {
         Ok(r) => r,
-        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable vote: {e}")),
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("undecodable {what}: {e}")),
     };
-    match node.raft.vote(req).await {
+    match call(req).await {
         Ok(resp) => reply(&resp),
         Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
     }

@@ -49,10 +49,7 @@ impl ClusterNode {
 
     /// SIGKILL, then reap.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        crate::support::sigkill(&mut self.child);
     }
 
     /// Starts the process (again) on its addresses and data directory.

@@ -57,6 +57,15 @@ impl Default for Workspace {
     }
 }
 
+/// SIGKILL (what `Child::kill` sends on Unix) to a running child, then
+/// reap it; nothing when it is not running.
+pub fn sigkill(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// A running (or stopped) `regina` child process.
 pub struct Broker {
     child: Option<Child>,
@@ -95,12 +104,9 @@ impl Broker {
         self.child.is_some()
     }
 
-    /// SIGKILL (what `Child::kill` sends on Unix), then reap the process.
+    /// SIGKILL, then reap the process.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        sigkill(&mut self.child);
     }
 
     /// SIGTERM, then wait up to `within` for the process to exit. Answers
