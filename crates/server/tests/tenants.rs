@@ -1,5 +1,5 @@
 //! Tenants over HTTP: with tenancy on, requests naming different tenants in
-//! `x-queen-tenant` share queue, partition, KV and ephemeral names and
+//! `x-queen-tenant` share queue, partition, KV, lock, timer and ephemeral names and
 //! still never see each other's data; requests without the header act for
 //! the default tenant. Run through a follower of a three-node cluster, so
 //! the header also survives forwarding. Then the same over four Raft
@@ -93,6 +93,28 @@ async fn tenants_with_the_same_names_never_see_each_other() {
         let (s, v) = t.get("/api/v1/resources/queues").await;
         assert_eq!(s, 200, "{v}");
     }
+    // Locks: the same one-permit lock name is free in each tenant, and a
+    // second owner inside one tenant is refused.
+    for t in &tenants {
+        let acquire = json!({ "operations": [{ "op": "acquire", "name": "leader-lock", "owner": format!("{:?}", t.name), "ttlSeconds": 60 }] });
+        let (s, v) = t.post("/api/v1/locks", acquire).await;
+        assert_eq!((s, &v["results"][0]["acquired"]), (200, &json!(true)), "{:?}: {v}", t.name);
+        let other = json!({ "operations": [{ "op": "acquire", "name": "leader-lock", "owner": "someone-else", "ttlSeconds": 60 }] });
+        let (_, again) = t.post("/api/v1/locks", other).await;
+        assert_eq!(again["results"][0]["acquired"], json!(false), "{:?}: {again}", t.name);
+    }
+    // Timers: the same timer key in two tenants, each listed only in its own.
+    for t in &tenants[1..] {
+        let op = json!({ "operations": [{ "op": "schedule", "queue": "later", "timerKey": "k", "delayMs": 600000,
+                                          "payload": "e30=", "txn": format!("timer-{:?}", t.name) }] });
+        let (s, v) = t.post("/api/v1/timers", op).await;
+        assert_eq!(s, 200, "{v}");
+        let (s, v) = t.get("/api/v1/timers/later/k").await;
+        assert_eq!((s, &v["found"]), (200, &json!(true)), "{v}");
+    }
+    let (_, v) = tenants[0].get("/api/v1/timers/later/k").await;
+    assert_eq!(v["found"], json!(false), "the default tenant sees another's timer: {v}");
+
     // A tenant that never wrote sees nothing at all.
     let stranger = Tenant { c: &c, base: follower.clone(), name: Some("initech") };
     assert!(stranger.pop_all().await.is_empty());
