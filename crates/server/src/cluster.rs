@@ -67,15 +67,12 @@ impl Node {
         self.raft.metrics().borrow().current_leader == Some(self.id)
     }
 
-    /// The voters of the current membership.
-    pub fn voters(&self) -> BTreeSet<u64> {
-        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
-    }
-
     /// Whether this node is its group's only voter.
     pub fn is_sole_voter(&self) -> bool {
-        let voters = self.voters();
-        voters.len() == 1 && voters.contains(&self.id)
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let mut voters = m.membership_config.membership().voter_ids();
+        voters.next() == Some(self.id) && voters.next().is_none()
     }
 
     pub fn leader(&self) -> Leader {

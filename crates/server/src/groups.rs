@@ -10,9 +10,9 @@
 //! data directory is created (it decides where every tenant's data is), so
 //! a later start with another count is refused.
 //!
-//! [`dispatch`] picks the group's router for each request: by the
-//! `/internal/g/{group}/...` prefix for Raft messages between nodes, by the
-//! tenant for client routes. `/api/v1/cluster...` and `/health` are group
+//! [`dispatch`] reads the request's tenant (once, for every later layer)
+//! and picks the group's router: by the `/internal/g/{group}/...` prefix
+//! for Raft messages between nodes, by the tenant for client routes. `/api/v1/cluster...` and `/health` are group
 //! 0's (they report on every group).
 
 use std::path::Path;
@@ -101,6 +101,14 @@ pub fn group_of(tenant: Option<&str>, groups: u16) -> u16 {
 pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, mut req: Request) -> Response {
     let groups = routers.len() as u16;
     let path = req.uri().path();
+    let internal = path == "/health" || path.starts_with("/internal/");
+    let tenant = match tenancy && !internal {
+        true => match crate::tenant::parse(req.headers().get(crate::tenant::TENANT_HEADER).map(|v| v.as_bytes())) {
+            Ok(t) => t,
+            Err(e) => return e.into_response(),
+        },
+        false => None,
+    };
     let group = if let Some(rest) = path.strip_prefix("/internal/g/") {
         let (g, tail) = rest.split_once('/').unwrap_or((rest, ""));
         let Some(g) = g.parse::<u16>().ok().filter(|g| *g < groups) else {
@@ -115,15 +123,12 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, mut req: Request
             *req.uri_mut() = uri;
         }
         g
-    } else if groups == 1 || !tenancy || path.starts_with("/internal/") || path.starts_with("/api/v1/cluster") {
+    } else if internal || path.starts_with("/api/v1/cluster") {
         0
     } else {
-        let header = req.headers().get(crate::tenant::TENANT_HEADER).map(|v| v.as_bytes());
-        match crate::tenant::parse(header) {
-            Ok(tenant) => group_of(tenant.as_deref(), groups),
-            Err(e) => return e.into_response(),
-        }
+        group_of(tenant.as_deref(), groups)
     };
+    req.extensions_mut().insert(crate::tenant::RequestTenant(tenant));
     match routers[group as usize].clone().oneshot(req).await {
         Ok(resp) => resp,
         Err(never) => match never {},

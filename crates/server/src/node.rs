@@ -18,7 +18,6 @@ use parking_lot::{MappedRwLockReadGuard, RwLockReadGuard};
 use regina_consensus::network::HttpNetwork;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
 use regina_state::{Command, Outcome, State};
-use regina_storage::{RealIo, WalOptions};
 
 pub use crate::proposer::ProposeError;
 use crate::proposer::{LeaderClock, Proposer};
@@ -79,8 +78,6 @@ pub struct Node {
     /// never in the log. Other tenants' are in `tenant_ephemeral`.
     ephemeral: Arc<crate::ephemeral::Store>,
     tenant_ephemeral: parking_lot::Mutex<std::collections::HashMap<String, Arc<crate::ephemeral::Store>>>,
-    /// Whether requests may name a tenant.
-    pub tenancy: bool,
     clock: Arc<LeaderClock>,
     proposer: Proposer,
     /// Raised once when the node starts to stop: parked long polls answer
@@ -97,19 +94,6 @@ pub struct Node {
 }
 
 impl Node {
-    /// Opens a node with one Raft group on `data_dir`.
-    pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> Result<Arc<Node>, String> {
-        std::fs::create_dir_all(data_dir)
-            .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
-        let wal = WalOptions { fsync: options.fsync, ..WalOptions::default() };
-        let log = LogStore::open(&data_dir.join("raft"), wal, Arc::new(RealIo))?;
-        let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
-        let sealer = Arc::new(crate::sealing::Sealer::load_or_create(&key_path)?);
-        let node = Node::open_group(data_dir, 0, log, sealer, http_addr, options).await?;
-        let _ = node.groups.set(vec![Arc::downgrade(&node)]);
-        Ok(node)
-    }
-
     /// Opens group `group`'s replica: its state machine under `state_dir`,
     /// its log `log` (one of the node's shared WAL).
     pub async fn open_group(
@@ -170,7 +154,6 @@ impl Node {
             log,
             ephemeral,
             tenant_ephemeral,
-            tenancy: options.tenancy,
             clock,
             proposer,
             stopping,

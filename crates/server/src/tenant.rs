@@ -2,7 +2,8 @@
 //!
 //! With tenancy on, the `x-queen-tenant` header names the tenant; without
 //! it (or with tenancy off) the request acts for the default tenant. The
-//! route layer runs each handler inside [`scope`], so the node wraps every
+//! dispatcher reads it once into [`RequestTenant`]; the route layer runs
+//! each handler inside [`scope`], so the node wraps every
 //! command the handler proposes for that tenant and reads that tenant's
 //! state, without any handler knowing tenants exist. Work outside a
 //! request (timers, sweeps) runs for every tenant at once.
@@ -14,6 +15,11 @@ use crate::http::ApiError;
 pub const TENANT_HEADER: &str = "x-queen-tenant";
 /// Longest tenant name, in bytes.
 pub const TENANT_NAME_BYTES_MAX: usize = 128;
+
+/// The tenant a request was found to act for, attached to it by the
+/// dispatcher (`groups::dispatch`), which reads the header once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTenant(pub Option<String>);
 
 tokio::task_local! {
     static TENANT: Option<String>;

@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::ApiError;
 use crate::cluster::Leader;
 use crate::node::{Node, ProposeError};
-use crate::tenant::TENANT_HEADER;
+use crate::tenant::RequestTenant;
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 /// Set on a request one node forwards to another: the sender's node id.
@@ -63,13 +63,7 @@ pub async fn route_to_leader(State(node): State<Arc<Node>>, req: Request, next: 
 /// Serves a request on the leader: read index first where needed, then the
 /// handler as work of the request's tenant.
 async fn serve_here(node: &Node, req: Request, next: Next) -> Response {
-    let tenant = match node.tenancy {
-        true => match crate::tenant::parse(req.headers().get(TENANT_HEADER).map(|v| v.as_bytes())) {
-            Ok(t) => t,
-            Err(e) => return e.into_response(),
-        },
-        false => None,
-    };
+    let tenant = req.extensions().get::<RequestTenant>().and_then(|t| t.0.clone());
     if needs_read_barrier(req.method(), req.uri().path()) {
         if let Err(e) = node.read_barrier().await {
             return ApiError::from(e).into_response();
