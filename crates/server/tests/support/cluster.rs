@@ -4,16 +4,13 @@
 
 #![allow(dead_code)]
 
-use std::fs::OpenOptions;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{file_tail, free_port};
+use crate::support::{file_tail, free_port, health, regina_command};
 
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -56,21 +53,9 @@ impl ClusterNode {
     /// Does not wait for it to join a leader: see [`Cluster::wait_for_leader`].
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "node {} is running", self.id);
-        let log = OpenOptions::new().create(true).append(true).open(&self.log_path).expect("open the log file");
-        let mut marker = log.try_clone().expect("clone the log handle");
-        let _ = writeln!(marker, "=== starting node {} ===", self.id);
-        let err = log.try_clone().expect("clone the log handle");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_regina"));
-        cmd.args(["--bind", "127.0.0.1", "--port", &self.http_port.to_string()])
-            .args(["--node-id", &self.id.to_string(), "--raft-addr", &self.raft_addr()])
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .env("REGINA_LOG", "info,openraft=warn")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err));
-        cmd.envs(self.env.iter().cloned());
+        let marker = format!("starting node {}", self.id);
+        let mut cmd = regina_command(self.http_port, &self.data_dir, &self.log_path, &marker).expect("a command");
+        cmd.args(["--node-id", &self.id.to_string(), "--raft-addr", &self.raft_addr()]).envs(self.env.iter().cloned());
         if !self.peers.is_empty() {
             cmd.args(["--peers", &self.peers]);
         }
@@ -92,7 +77,7 @@ impl ClusterNode {
 
     /// `/health` as JSON, or `None` when the node does not answer.
     pub fn health(&self) -> Option<Value> {
-        health_json(self.http_port)
+        health(self.http_port).map(|(_, body)| body)
     }
 }
 
@@ -160,41 +145,32 @@ impl Cluster {
 
     /// The id every running node agrees leads, waiting up to `within`.
     pub fn wait_for_leader(&self, within: Duration) -> u64 {
-        let deadline = Instant::now() + within;
-        loop {
-            let leaders: Vec<Option<u64>> = self
-                .nodes
-                .iter()
-                .filter(|n| n.is_running())
-                .map(|n| n.health().and_then(|h| h["leader"].as_u64()))
-                .collect();
-            if let Some(Some(first)) = leaders.first() {
-                if leaders.iter().all(|l| *l == Some(*first)) && self.nodes[*first as usize - 1].is_running() {
-                    return *first;
-                }
-            }
-            assert!(Instant::now() < deadline, "no agreed leader within {within:?}: {leaders:?}\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.wait_agreed(within, "leader", |id| self.nodes[id as usize - 1].is_running())
     }
 
     /// Waits until every running node has applied the same index, and
     /// answers it.
     pub fn wait_converged(&self, within: Duration) -> u64 {
+        self.wait_agreed(within, "appliedIndex", |_| true)
+    }
+
+    /// Waits until every running node's `/health` shows the same `field`,
+    /// a number that `accept` takes, and answers it.
+    fn wait_agreed(&self, within: Duration, field: &str, accept: impl Fn(u64) -> bool) -> u64 {
         let deadline = Instant::now() + within;
         loop {
-            let applied: Vec<Option<u64>> = self
+            let seen: Vec<Option<u64>> = self
                 .nodes
                 .iter()
                 .filter(|n| n.is_running())
-                .map(|n| n.health().and_then(|h| h["appliedIndex"].as_u64()))
+                .map(|n| n.health().and_then(|h| h[field].as_u64()))
                 .collect();
-            if let Some(Some(first)) = applied.first() {
-                if applied.iter().all(|a| *a == Some(*first)) {
+            if let Some(Some(first)) = seen.first() {
+                if seen.iter().all(|v| *v == Some(*first)) && accept(*first) {
                     return *first;
                 }
             }
-            assert!(Instant::now() < deadline, "nodes did not converge within {within:?}: {applied:?}");
+            assert!(Instant::now() < deadline, "no agreed {field} within {within:?}: {seen:?}\n{}", self.logs());
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -205,26 +181,8 @@ impl Cluster {
     }
 }
 
-/// `GET /health` over a plain socket (no runtime needed), as JSON; `None`
-/// when nothing answers.
-pub fn health_json(port: u16) -> Option<Value> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).ok()?;
-    let text = String::from_utf8_lossy(&resp);
-    serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
-}
-
 /// How long nodes may take to agree after the load stops.
 pub const CONVERGE: Duration = Duration::from_secs(20);
-
-/// The decoded applied state of a node and the index it reflects.
-pub async fn applied_state(c: &reqwest::Client, node: &ClusterNode) -> (u64, regina_state::State) {
-    group_state(c, node, 0).await
-}
 
 /// The decoded applied state of Raft group `group` of a node.
 pub async fn group_state(c: &reqwest::Client, node: &ClusterNode, group: u16) -> (u64, regina_state::State) {

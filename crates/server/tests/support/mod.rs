@@ -57,6 +57,27 @@ impl Default for Workspace {
     }
 }
 
+/// The `regina` binary serving 127.0.0.1:`port` on `data_dir`, its output
+/// appended to `log_path` after a `=== marker ===` line.
+pub fn regina_command(port: u16, data_dir: &Path, log_path: &Path, marker: &str) -> Result<Command, String> {
+    let log =
+        OpenOptions::new().create(true).append(true).open(log_path).map_err(|e| format!("open the log file: {e}"))?;
+    let mut marked = log.try_clone().map_err(|e| e.to_string())?;
+    let _ = writeln!(marked, "=== {marker} ===");
+    let err = log.try_clone().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_regina"));
+    cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("REGINA_LOG", "info,openraft=warn")
+        // Plain text in the log file, for failure messages.
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err));
+    Ok(cmd)
+}
+
 /// SIGKILL (what `Child::kill` sends on Unix) to a running child, then
 /// reap it; nothing when it is not running.
 pub fn sigkill(child: &mut Option<Child>) {
@@ -162,27 +183,8 @@ impl Broker {
     }
 
     fn try_launch(&self, port: u16) -> Result<Child, String> {
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .map_err(|e| format!("open the log file: {e}"))?;
-        let mut marker = log.try_clone().map_err(|e| e.to_string())?;
-        let _ = writeln!(marker, "=== starting regina on port {port} ===");
-        let err = log.try_clone().map_err(|e| e.to_string())?;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_regina"))
-            .arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--port")
-            .arg(port.to_string())
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .env("REGINA_LOG", "info,openraft=warn")
-            // Plain text in the log file, for failure messages.
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err))
+        let marker = format!("starting regina on port {port}");
+        let mut child = regina_command(port, &self.data_dir, &self.log_path, &marker)?
             .spawn()
             .map_err(|e| format!("spawn regina: {e}"))?;
         let deadline = Instant::now() + START_TIMEOUT;
@@ -242,21 +244,23 @@ pub fn wait_with_timeout(child: &mut Child, within: Duration) -> Option<ExitStat
 /// The status code of `GET /health`, over a plain socket so that the
 /// start and stop functions need no async runtime.
 pub fn health_status(port: u16) -> Option<u16> {
+    health(port).map(|(status, _)| status)
+}
+
+/// `GET /health` as its status and JSON body (`Null` when the body is not
+/// JSON); `None` when nothing answers.
+pub fn health(port: u16) -> Option<(u16, Value)> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
     s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
-    let mut head = [0u8; 32];
-    let mut got = 0;
-    while got < 12 {
-        match s.read(&mut head[got..]) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => got += n,
-        }
-    }
-    let line = std::str::from_utf8(&head[..got]).ok()?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).ok()?;
+    let text = String::from_utf8_lossy(&resp);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, serde_json::from_str(body).unwrap_or(Value::Null)))
 }
 
 /// An HTTP client for one test: no proxy, bounded requests.
