@@ -222,6 +222,43 @@ fn lost_error(what: &str) -> NetworkError {
 }
 
 impl SimPeer {
+    /// One request-response RPC through [`Self::exchange`]: the target hears
+    /// from this node when `heard` accepts its answer; a lost request or
+    /// answer is a network error, a refusal the target's own error.
+    async fn rpc<Req, Resp, E, F, Fut>(
+        &self,
+        option: &RPCOption,
+        what: &str,
+        rpc: Req,
+        call: F,
+        heard: fn(&Resp) -> bool,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, E>>
+    where
+        Req: Clone + Send + 'static,
+        Resp: Send + 'static,
+        E: std::error::Error + Send + 'static,
+        F: Fn(Peer, Req) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<Resp, E>> + Send,
+    {
+        let (net, to) = (self.net.clone(), self.to);
+        let answer = self
+            .exchange(option, move |peer: Peer| {
+                let (rpc, net, call) = (rpc.clone(), net.clone(), call.clone());
+                async move {
+                    let resp = call(peer, rpc).await;
+                    if matches!(&resp, Ok(r) if heard(r)) {
+                        net.hear(to);
+                    }
+                    resp
+                }
+            })
+            .await;
+        match answer {
+            Some(resp) => resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e))),
+            None => Err(RPCError::Network(lost_error(&format!("{what} request or response lost")))),
+        }
+    }
+
     /// Sends one request and waits for its answer, `None` if either was
     /// lost. The delivery runs on a task of its own: a request whose sender
     /// gave up waiting (its deadline passed, or it crashed) still arrives,
@@ -276,24 +313,8 @@ impl RaftNetwork<TypeConfig> for SimPeer {
         if self.net.state.lock().ack_without_delivery {
             return Ok(AppendEntriesResponse::Success);
         }
-        let net = self.net.clone();
-        let to = self.to;
-        let answer = self
-            .exchange(&option, move |peer: Peer| {
-                let (rpc, net) = (rpc.clone(), net.clone());
-                async move {
-                    let resp = peer.raft.append_entries(rpc).await;
-                    if matches!(resp, Ok(ref r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
-                        net.hear(to);
-                    }
-                    resp
-                }
-            })
-            .await;
-        match answer {
-            Some(resp) => resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e))),
-            None => Err(RPCError::Network(lost_error("append request or response lost"))),
-        }
+        let call = |peer: Peer, rpc| async move { peer.raft.append_entries(rpc).await };
+        self.rpc(&option, "append", rpc, call, |r| !matches!(r, AppendEntriesResponse::HigherVote(_))).await
     }
 
     async fn install_snapshot(
@@ -311,24 +332,8 @@ impl RaftNetwork<TypeConfig> for SimPeer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        let net = self.net.clone();
-        let to = self.to;
-        let answer = self
-            .exchange(&option, move |peer: Peer| {
-                let (rpc, net) = (rpc.clone(), net.clone());
-                async move {
-                    let resp = peer.raft.vote(rpc).await;
-                    if matches!(resp, Ok(ref r) if r.vote_granted) {
-                        net.hear(to);
-                    }
-                    resp
-                }
-            })
-            .await;
-        match answer {
-            Some(resp) => resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e))),
-            None => Err(RPCError::Network(lost_error("vote request or response lost"))),
-        }
+        let call = |peer: Peer, rpc| async move { peer.raft.vote(rpc).await };
+        self.rpc(&option, "vote", rpc, call, |r: &VoteResponse<NodeId>| r.vote_granted).await
     }
 
     async fn full_snapshot(
