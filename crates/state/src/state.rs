@@ -50,8 +50,8 @@ pub struct State {
 /// Tag in front of every encoded state. Bump it whenever a field of the
 /// state (or of anything it holds) changes: 2 added the groups' ready sets
 /// and the partitions' lazy transaction-id index, 3 boxed that index, 4
-/// added tenants.
-pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT4";
+/// added tenants, 5 added job queues, KV lifetimes and timer failures.
+pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT5";
 
 /// The result of applying one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
