@@ -93,6 +93,13 @@ pub enum Command {
         tenant: String,
         command: Box<Command>,
     },
+    /// Sets a queue's timer retry options (creating the queue like a
+    /// configure does). The configure route proposes it with the
+    /// `Configure` of the same request, in one `Batch`, after it.
+    ConfigureTimerPolicy {
+        queue: String,
+        policy: crate::options::TimerPolicyPatch,
+    },
 }
 
 impl Command {
