@@ -120,6 +120,20 @@ async fn at_schedules_by_iso_time_or_epoch_ms_and_rows_carry_their_fields() {
     .await;
     assert_eq!(status, 200, "{t}");
     assert_eq!(iso_ms(&peek(&c, &base, "at", "txn").await["deliverAt"]), in_an_hour);
+
+    // So does a retry rider, answering TIMER_NOT_FAILED for a pending timer
+    // without rolling the step back.
+    let retry = json!({ "op": "retry", "queue": "at", "timerKey": "txn" });
+    let (status, t) = post_json(
+        &c,
+        &format!("{base}/api/v1/transaction"),
+        &json!({ "operations": [], "timers": [retry, sched("at", "more", json!({ "delayMs": 3_600_000 }), json!(4))] }),
+    )
+    .await;
+    assert_eq!(status, 200, "{t}");
+    let r = &t["results"][0];
+    assert_eq!((&r["type"], &r["ok"], &r["code"]), (&json!("timer"), &json!(false), &json!("TIMER_NOT_FAILED")), "{t}");
+    assert_eq!(peek(&c, &base, "at", "more").await["found"], json!(true));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
