@@ -10,7 +10,7 @@
 //! | acks | [`Client::ack`], [`Client::nack`], [`Client::settle`], [`Client::ack_batch`] ([`Ack`]) |
 //! | steps | [`Client::step`]: acks, pushes, KV writes, `once` markers, timers and lock guards committed together ([`StepOutcome`]) |
 //! | KV | [`Client::kv`]: get, get_many, get_prefix, put, put_if_absent, delete, incr, check; every write names its [`Lifetime`] |
-//! | timers | [`Client::timers`]: schedule, reschedule, cancel, peek, list ([`Timer`]) |
+//! | timers | [`Client::timers`]: schedule (after a delay or at a time), reschedule, cancel, peek, list by state or due order, retry a failed timer ([`Timer`]) |
 //! | locks | [`Client::locks`]: raw acquire/renew/release/get of a lock or a semaphore, and [`LockHandle`], which renews itself |
 //!
 //! Refusals the broker answers as verdicts (a refused ack, a held lock, a
@@ -86,4 +86,4 @@ pub use kv::{Kv, KvBatch, KvOp, Lifetime, Page, Precondition, Row, Write};
 pub use locks::{Acquire, Holder, LockSpec, Locks, Permit, Renewal, LOCK_NAMESPACE};
 pub use queue::{LeaseExtension, Message, Pop, PushItem, Pushed, Subscription, DEFAULT_PARTITION};
 pub use step::{Committed, Guard, Refused, Step, StepOutcome};
-pub use timers::{Scheduled, Timer, TimerPage, TimerRow, Timers};
+pub use timers::{Retried, Scheduled, Timer, TimerOrder, TimerPage, TimerQuery, TimerRow, TimerState, Timers};

@@ -242,7 +242,9 @@ impl Node {
 
     /// Fires due timers: every [`TIMER_CHECK`] the leader looks at the
     /// earliest due time and, when it has passed, proposes one entry that
-    /// fires everything due at that entry's time.
+    /// fires everything due at that entry's time. The earliest due time
+    /// counts pending timers only, retries of refused fires among them (at
+    /// their retry time): a failed timer never makes the driver propose.
     pub fn spawn_timer_driver(self: &Arc<Self>) {
         let node = self.clone();
         let mut stop = self.stopping.subscribe();

@@ -64,6 +64,11 @@ impl Sealer {
     }
 }
 
+/// Whether a stored payload is sealed (opened on read).
+pub fn is_sealed(stored: &[u8]) -> bool {
+    stored.starts_with(MARK)
+}
+
 fn create_key(path: &Path) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let key = XChaCha20Poly1305::generate_key(&mut OsRng).to_vec();

@@ -102,6 +102,13 @@ pub enum Command {
         txn: TxnCmd,
         jobs: Vec<crate::jobs::JobOp>,
     },
+    /// Sets a queue's timer retry options (creating the queue like a
+    /// configure does). The configure route proposes it with the
+    /// `Configure` of the same request, in one `Batch`, after it.
+    ConfigureTimerPolicy {
+        queue: String,
+        policy: crate::options::TimerPolicyPatch,
+    },
 }
 
 impl Command {

@@ -44,6 +44,7 @@ pub mod push;
 pub mod queue;
 pub mod state;
 pub mod tenants;
+pub mod timer_fire;
 pub mod timers;
 pub mod traces;
 pub mod txn;

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use regina_types::limits::{DEDUP_WINDOW_SECONDS_DEFAULT, LEASE_SECONDS_DEFAULT_CONFIGURED, RETRY_LIMIT_DEFAULT};
+use regina_types::limits::{
+    DEDUP_WINDOW_SECONDS_DEFAULT, LEASE_SECONDS_DEFAULT_CONFIGURED, RETRY_LIMIT_DEFAULT, TIMER_MAX_ATTEMPTS_DEFAULT,
+    TIMER_MAX_RETRY_DELAY_MS_DEFAULT, TIMER_RETRY_DELAY_MS_DEFAULT,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueOptions {
@@ -39,6 +42,12 @@ pub struct QueueOptions {
     pub max_wait_time_seconds: u64,
     /// Stored and reported, in ms, clamped to the pop wait limit.
     pub min_pop_wait_time_ms: u64,
+    /// Fire attempts of a timer of this queue before it stays `failed`.
+    pub timer_max_attempts: u32,
+    /// Wait after a timer's first refused fire, ms; doubles after each one.
+    pub timer_retry_delay_ms: u64,
+    /// Longest wait between a timer's fire attempts, ms.
+    pub timer_max_retry_delay_ms: u64,
 }
 
 impl QueueOptions {
@@ -67,6 +76,9 @@ impl QueueOptions {
             ttl: 0,
             max_wait_time_seconds: 0,
             min_pop_wait_time_ms: 0,
+            timer_max_attempts: TIMER_MAX_ATTEMPTS_DEFAULT,
+            timer_retry_delay_ms: TIMER_RETRY_DELAY_MS_DEFAULT,
+            timer_max_retry_delay_ms: TIMER_MAX_RETRY_DELAY_MS_DEFAULT,
         }
     }
 
@@ -99,6 +111,25 @@ impl QueueOptions {
             min_pop_wait_time_ms
         );
     }
+
+    pub fn apply_timer_policy(&mut self, patch: &TimerPolicyPatch) {
+        if let Some(v) = patch.max_attempts {
+            self.timer_max_attempts = v;
+        }
+        if let Some(v) = patch.retry_delay_ms {
+            self.timer_retry_delay_ms = v;
+        }
+        if let Some(v) = patch.max_retry_delay_ms {
+            self.timer_max_retry_delay_ms = v;
+        }
+    }
+
+    /// How long a timer of this queue waits after its `attempts`-th refused
+    /// fire: the retry delay doubled per earlier refusal, capped.
+    pub fn timer_retry_wait_ms(&self, attempts: u32) -> u64 {
+        let factor = 1u64.checked_shl(attempts.saturating_sub(1)).unwrap_or(u64::MAX);
+        self.timer_retry_delay_ms.saturating_mul(factor).min(self.timer_max_retry_delay_ms)
+    }
 }
 
 /// The options a configure request names; `None` leaves an option as it is.
@@ -121,4 +152,33 @@ pub struct OptionsPatch {
     pub ttl: Option<u64>,
     pub max_wait_time_seconds: Option<u64>,
     pub min_pop_wait_time_ms: Option<u64>,
+}
+
+/// The timer retry options a configure request names. A command of its own
+/// ([`crate::Command::ConfigureTimerPolicy`]) carries it, so that
+/// [`OptionsPatch`], which old log entries hold, keeps its layout.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimerPolicyPatch {
+    pub max_attempts: Option<u32>,
+    pub retry_delay_ms: Option<u64>,
+    pub max_retry_delay_ms: Option<u64>,
+}
+
+impl TimerPolicyPatch {
+    pub fn is_empty(&self) -> bool {
+        self == &TimerPolicyPatch::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_retry_waits_double_up_to_the_cap() {
+        let o = QueueOptions::configured_defaults();
+        let waits: Vec<u64> = (1..=8).map(|a| o.timer_retry_wait_ms(a)).collect();
+        assert_eq!(waits, vec![1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
+        assert_eq!(o.timer_retry_wait_ms(200), 60_000, "a large attempt count saturates instead of overflowing");
+    }
 }

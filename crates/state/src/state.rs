@@ -126,6 +126,11 @@ impl State {
                 Outcome::Done
             }
             Command::ForTenant { tenant, command } => self.apply_for_tenant(tenant, command, writes),
+            Command::ConfigureTimerPolicy { queue, policy } => {
+                let (q, _) = self.queue_or_create(queue, QueueOptions::configured_defaults());
+                q.options.apply_timer_policy(policy);
+                Outcome::Done
+            }
             Command::Batch(commands) => {
                 Outcome::Batch(commands.iter().map(|c| self.apply_command(c, writes)).collect())
             }
@@ -218,6 +223,7 @@ impl State {
                 return Err(format!("tenant {name} holds tenants of its own"));
             }
         }
+        self.timers.check()?;
         self.kv.check()?;
         self.jobs.check()
     }

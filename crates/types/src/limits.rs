@@ -49,6 +49,23 @@ pub const TIMER_OPS_MAX: usize = 256;
 pub const TIMER_PAYLOAD_BYTES_MAX: usize = 1024 * 1024;
 /// Furthest ahead a timer may be scheduled, in milliseconds (90 days).
 pub const TIMER_HORIZON_MS: u64 = 90 * 86_400_000;
+/// Longest timer key, in bytes.
+pub const TIMER_KEY_BYTES_MAX: usize = 512;
+/// Most timer rows one list read returns (`limit` 1..1,000).
+pub const TIMER_LIST_ROWS_MAX: usize = 1_000;
+/// Rows a timer list read returns when it names no `limit`.
+pub const TIMER_LIST_ROWS_DEFAULT: usize = 100;
+/// Fire attempts a timer gets before it stays `failed` (`timerMaxAttempts`).
+pub const TIMER_MAX_ATTEMPTS_DEFAULT: u32 = 3;
+/// Largest `timerMaxAttempts` accepted.
+pub const TIMER_MAX_ATTEMPTS_MAX: u32 = 100;
+/// First wait after a refused fire, in milliseconds (`timerRetryDelayMs`);
+/// it doubles after each further refusal.
+pub const TIMER_RETRY_DELAY_MS_DEFAULT: u64 = 1_000;
+/// Longest wait between fire attempts, in milliseconds (`timerMaxRetryDelayMs`).
+pub const TIMER_MAX_RETRY_DELAY_MS_DEFAULT: u64 = 60_000;
+/// Largest `timerRetryDelayMs` or `timerMaxRetryDelayMs` accepted, in milliseconds (one day).
+pub const TIMER_RETRY_DELAY_MS_MAX: u64 = 86_400_000;
 
 /// Largest KV value (its compact JSON text), in bytes.
 pub const KV_VALUE_BYTES_MAX: usize = 64 * 1024;

@@ -24,6 +24,7 @@ mod push;
 mod queues;
 mod raft;
 mod render;
+mod timer_ops;
 mod timers;
 mod traces;
 mod transaction;

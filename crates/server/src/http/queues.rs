@@ -9,9 +9,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use regina_state::command::ConfigureCmd;
-use regina_state::options::{OptionsPatch, QueueOptions};
+use regina_state::options::{OptionsPatch, QueueOptions, TimerPolicyPatch};
 use regina_state::{Command, Outcome};
-use regina_types::limits::{DURATION_SECONDS_MAX, LEASE_SECONDS_MAX, POP_WAIT_MS_MAX, RETRY_LIMIT_MAX};
+use regina_types::limits::{
+    DURATION_SECONDS_MAX, LEASE_SECONDS_MAX, POP_WAIT_MS_MAX, RETRY_LIMIT_MAX, TIMER_MAX_ATTEMPTS_DEFAULT,
+    TIMER_MAX_ATTEMPTS_MAX, TIMER_MAX_RETRY_DELAY_MS_DEFAULT, TIMER_RETRY_DELAY_MS_DEFAULT, TIMER_RETRY_DELAY_MS_MAX,
+};
 use regina_types::{validate_name, NameKind};
 
 use super::error::{ApiError, ApiResult};
@@ -51,9 +54,22 @@ pub async fn configure(State(node): State<Arc<Node>>, body: Result<Bytes, BytesR
         Some(Value::Object(o)) => patch(o)?,
         Some(_) => return Err(ApiError::bad_request("options must be an object")),
     };
-    let cmd = ConfigureCmd { queue: queue.clone(), namespace, task, options, replace };
-    match node.propose(Command::Configure(cmd)).await? {
+    let policy = match b.get("options") {
+        Some(Value::Object(o)) => timer_policy(o)?,
+        _ => TimerPolicyPatch::default(),
+    };
+    let cmd = Command::Configure(ConfigureCmd { queue: queue.clone(), namespace, task, options, replace });
+    // The timer retry options travel in a command of their own, applied
+    // right after the configure in the same entry (old log entries hold
+    // `OptionsPatch`, so it cannot grow).
+    let cmd = if policy.is_empty() {
+        cmd
+    } else {
+        Command::Batch(vec![cmd, Command::ConfigureTimerPolicy { queue: queue.clone(), policy }])
+    };
+    match node.propose(cmd).await? {
         Outcome::Configured { .. } => {}
+        Outcome::Batch(outs) if matches!(outs.first(), Some(Outcome::Configured { .. })) => {}
         other => return Err(ApiError::internal(format!("configure answered {other:?}"))),
     }
     let m = node.tenant_state();
@@ -140,6 +156,29 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
     })
 }
 
+/// Reads the timer retry options (`timerMaxAttempts`, `timerRetryDelayMs`,
+/// `timerMaxRetryDelayMs`); `null` names the default.
+fn timer_policy(o: &Map<String, Value>) -> ApiResult<TimerPolicyPatch> {
+    let int = |key: &str, min: u64, max: u64, default: u64| -> ApiResult<Option<u64>> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(default)),
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= min && n <= max => Ok(Some(n)),
+                _ => {
+                    Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}")))
+                }
+            },
+        }
+    };
+    Ok(TimerPolicyPatch {
+        max_attempts: int("timerMaxAttempts", 1, TIMER_MAX_ATTEMPTS_MAX as u64, TIMER_MAX_ATTEMPTS_DEFAULT as u64)?
+            .map(|v| v as u32),
+        retry_delay_ms: int("timerRetryDelayMs", 1, TIMER_RETRY_DELAY_MS_MAX, TIMER_RETRY_DELAY_MS_DEFAULT)?,
+        max_retry_delay_ms: int("timerMaxRetryDelayMs", 1, TIMER_RETRY_DELAY_MS_MAX, TIMER_MAX_RETRY_DELAY_MS_DEFAULT)?,
+    })
+}
+
 /// An integer option clamped into `[min, max]` (negative values become
 /// `min`); only a non-integer is refused.
 fn clamped(key: &str, min: u64, max: u64, o: &Map<String, Value>) -> ApiResult<Option<u64>> {
@@ -175,6 +214,9 @@ pub fn options_json(o: &QueueOptions) -> Value {
         "ttl": o.ttl,
         "maxWaitTimeSeconds": o.max_wait_time_seconds,
         "minPopWaitTime": o.min_pop_wait_time_ms,
+        "timerMaxAttempts": o.timer_max_attempts,
+        "timerRetryDelayMs": o.timer_retry_delay_ms,
+        "timerMaxRetryDelayMs": o.timer_max_retry_delay_ms,
     })
 }
 

@@ -89,7 +89,7 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
         (&bytes[..], Vec::new())
     };
     let b: TxnBody = json_body(head, false)?;
-    let timer_ops = match super::timers::parse_ops(&b.timers) {
+    let timer_ops = match super::timers::parse_ops(&node, &b.timers) {
         Ok(t) => t,
         Err(r) => return Ok(r),
     };

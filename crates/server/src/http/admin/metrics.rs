@@ -26,6 +26,9 @@ struct Figures {
     queues: Vec<QueueSummary>,
     totals: StatusCounts,
     leases: u64,
+    /// Timers waiting to fire and timers that gave up.
+    timers_pending: u64,
+    timers_failed: u64,
     applied_entries: u64,
     applied_index: Option<u64>,
     last_log_index: Option<u64>,
@@ -35,11 +38,12 @@ struct Figures {
 }
 
 fn gather(node: &Node) -> Figures {
-    let (queues, leases, applied_entries) = {
+    let (queues, leases, applied_entries, timers_pending, timers_failed) = {
         let m = node.tenant_state();
         let now = now_ms(m.now_ms);
         let live = m.leases.values().filter(|l| l.expires_ms > now).count() as u64;
-        (views::queue_summaries(&*m, now), live, m.applied_entries)
+        let (pending, failed) = (m.timers.pending_count() as u64, m.timers.failed_count() as u64);
+        (views::queue_summaries(&*m, now), live, m.applied_entries, pending, failed)
     };
     let mut totals = StatusCounts::default();
     queues.iter().for_each(|q| totals.add(q.counts));
@@ -48,6 +52,8 @@ fn gather(node: &Node) -> Figures {
         queues,
         totals,
         leases,
+        timers_pending,
+        timers_failed,
         applied_entries,
         applied_index: raft.last_applied.map(|l| l.index),
         last_log_index: raft.last_log_index,
@@ -93,6 +99,7 @@ pub async fn metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         "requests": { "appliedEntries": f.applied_entries },
         "queues": { "total": f.queues.len(), "partitions": partitions, "perQueue": per_queue },
         "leases": { "active": f.leases },
+        "timers": { "pending": f.timers_pending, "failed": f.timers_failed },
         "raft": { "appliedIndex": f.applied_index, "lastLogIndex": f.last_log_index, "term": f.term },
     }))
     .into_response()
@@ -136,6 +143,15 @@ fn render_text(f: &Figures) -> String {
     );
     metric("regina_messages", "gauge", "Messages kept across all queues.", &one(f.totals.total));
     metric("regina_leases_active", "gauge", "Live leases (one per pop that claimed messages).", &one(f.leases));
+    metric(
+        "regina_timers",
+        "gauge",
+        "Timers by state: pending (waiting to fire or to retry) and failed (every fire attempt refused).",
+        &[
+            ("{state=\"pending\"}".to_string(), f.timers_pending.to_string()),
+            ("{state=\"failed\"}".to_string(), f.timers_failed.to_string()),
+        ],
+    );
     metric("regina_queue_messages", "gauge", "Messages kept, per queue.", &per_queue(|q| q.counts.total));
     metric(
         "regina_queue_pending",
