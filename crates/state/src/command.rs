@@ -248,8 +248,10 @@ pub struct TxnCmd {
     pub timers: Vec<crate::timers::TimerOp>,
 }
 
-/// One KV operation. Lifetimes travel as seconds from the entry's time
-/// (`None` is forever), so every replica computes the same expiry.
+/// One KV operation. Lifetimes travel as amounts relative to the entry's
+/// time (or as an absolute instant), so every replica computes the same
+/// expiry. The parser emits `PutWith` and `IncrWith`; `Put` and `Incr`
+/// (seconds, `None` forever) stay for entries already in logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum KvOp {
     Get {
@@ -299,21 +301,86 @@ pub enum KvOp {
         expect: u64,
         required: bool,
     },
+    /// A put naming its lifetime as a [`Lifetime`]; `None` takes the
+    /// namespace's default expiration (and refuses the call without one).
+    PutWith {
+        ns: String,
+        key: String,
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+        lifetime: Option<Lifetime>,
+        expect: Option<u64>,
+        required: bool,
+    },
+    /// An incr naming its lifetime as a [`Lifetime`] (`None`: the
+    /// namespace default).
+    IncrWith {
+        ns: String,
+        key: String,
+        delta: i64,
+        min: Option<i64>,
+        max: Option<i64>,
+        lifetime: Option<Lifetime>,
+        required: bool,
+    },
+    /// Sets (`Some`) or clears (`None`) the lifetime a write of `ns` that
+    /// names none takes.
+    Configure {
+        ns: String,
+        expiration: Option<Lifetime>,
+    },
+    /// Every live row of a namespace in key order, one page after `after`.
+    Scan {
+        ns: String,
+        after: Option<String>,
+        limit: u32,
+        keys_only: bool,
+    },
+}
+
+/// How long a written KV row lives. Relative kinds travel as amounts, never
+/// as instants computed at the edge: the state turns them into a deadline
+/// from the entry's time (and the row's creation), so every replica agrees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Lifetime {
+    Forever,
+    /// `ttlSeconds`: the write's time plus this many seconds.
+    Seconds(u64),
+    /// `expiresAt`: this instant, ms since the epoch.
+    At(u64),
+    /// `afterCreationMs`: the row's creation plus this many ms; a write to
+    /// a live row keeps its creation, so it keeps the deadline.
+    AfterCreation(u64),
+    /// `afterUpdateMs`: the write's time plus this many ms, renewed by
+    /// every write.
+    AfterUpdate(u64),
 }
 
 impl KvOp {
     pub fn is_write(&self) -> bool {
-        matches!(self, KvOp::Put { .. } | KvOp::Delete { .. } | KvOp::Incr { .. })
+        matches!(
+            self,
+            KvOp::Put { .. }
+                | KvOp::Delete { .. }
+                | KvOp::Incr { .. }
+                | KvOp::PutWith { .. }
+                | KvOp::IncrWith { .. }
+                | KvOp::Configure { .. }
+        )
     }
 
     fn approx_bytes(&self) -> usize {
         let keys = match self {
-            KvOp::Get { key, .. } | KvOp::Delete { key, .. } | KvOp::Incr { key, .. } | KvOp::Check { key, .. } => {
-                key.len()
-            }
-            KvOp::Put { key, value, .. } => key.len() + value.len(),
+            KvOp::Get { key, .. }
+            | KvOp::Delete { key, .. }
+            | KvOp::Incr { key, .. }
+            | KvOp::IncrWith { key, .. }
+            | KvOp::Check { key, .. } => key.len(),
+            KvOp::Put { key, value, .. } | KvOp::PutWith { key, value, .. } => key.len() + value.len(),
             KvOp::GetMany { keys, .. } => keys.iter().map(String::len).sum(),
             KvOp::GetPrefix { prefix, .. } => prefix.len(),
+            KvOp::Configure { ns, .. } => ns.len(),
+            KvOp::Scan { after, .. } => after.as_ref().map_or(0, String::len),
         };
         keys + 64
     }

@@ -14,6 +14,7 @@ mod health;
 mod input;
 mod kv;
 mod kv_input;
+mod kv_lifetime;
 mod locks;
 mod pop;
 mod push;
