@@ -23,9 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::command::Lifetime;
 use crate::outcome::KvRowView;
 
-/// Rows one sweep entry removes at most, so a sweep never makes one entry
-/// slow; the next sweep takes the rest.
-pub const KV_SWEEP_ROWS_MAX: usize = 10_000;
+/// Named with the other limits; re-exported where the sweep always found it.
+pub use regina_types::limits::KV_SWEEP_ROWS_MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvRow {

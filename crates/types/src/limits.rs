@@ -82,6 +82,9 @@ pub const KV_EXPIRES_AT_MS_MAX: u64 = 253_402_300_799_999;
 pub const KV_SCAN_LIMIT_DEFAULT: u32 = 100;
 /// Most rows per `scan` page (larger limits are refused).
 pub const KV_SCAN_LIMIT_MAX: u32 = 1_000;
+/// Rows one sweep entry frees at most, so a sweep never makes one entry
+/// slow; the next sweep (a second later) takes the rest.
+pub const KV_SWEEP_ROWS_MAX: usize = 10_000;
 /// Expired rows (not yet swept) one `getPrefix` or `scan` page steps over
 /// before it answers `truncated` with `nextAfter` past them, so a page's cost
 /// stays bounded however many rows just expired.
