@@ -145,6 +145,14 @@ impl KvOp {
         KvOp(v)
     }
 
+    /// Gives a live row a new deadline from `lifetime`, keeping its value
+    /// (a new version, like every write); an absent row stays absent.
+    pub fn touch(ns: &str, key: &str, lifetime: Lifetime) -> KvOp {
+        let mut v = json!({ "op": "touch", "ns": ns, "key": key });
+        lifetime.apply(&mut v);
+        KvOp(v)
+    }
+
     /// Sets (`Some`) or clears (`None`) the lifetime that writes of `ns`
     /// naming [`Lifetime::NAMESPACE_DEFAULT`] take. An absolute instant is
     /// refused as a default (`kv_bad_expiration`).
@@ -380,6 +388,10 @@ impl Kv {
 
     pub async fn incr(&self, ns: &str, key: &str, delta: i64, lifetime: Lifetime) -> Result<Write> {
         self.write(KvOp::incr(ns, key, delta, lifetime)).await
+    }
+
+    pub async fn touch(&self, ns: &str, key: &str, lifetime: Lifetime) -> Result<Write> {
+        self.write(KvOp::touch(ns, key, lifetime)).await
     }
 
     pub async fn check(&self, ns: &str, key: &str, version: u64) -> Result<Write> {

@@ -303,6 +303,15 @@ async fn kv_lifetimes_namespace_defaults_and_scan() {
     kv.put("life", "past", json!(1), Lifetime::at_ms(1_000)).await.unwrap();
     assert_eq!(kv.get("life", "past").await.unwrap(), None, "an instant already past expires at once");
 
+    // A touch renews a live row and keeps its value; an absent one stays absent.
+    let touched = kv.touch("life", "updated", Lifetime::after_update(Duration::from_secs(120))).await.unwrap();
+    assert!(touched.applied, "{touched:?}");
+    let row = kv.get("life", "updated").await.unwrap().unwrap();
+    assert_eq!((row.value.clone(), row.version), (json!(1), touched.version));
+    assert_eq!(ms(row.expires_at.as_deref().unwrap()), ms(&row.updated_at) + 120_000);
+    let gone = kv.touch("life", "nobody", Lifetime::FOREVER).await.unwrap();
+    assert_eq!((gone.applied, gone.reason.as_deref()), (false, Some("absent")));
+
     // Without a default, a write naming none is refused; with one, it takes it.
     let e = kv.put("life", "bare", json!(1), Lifetime::NAMESPACE_DEFAULT).await.unwrap_err();
     assert_eq!(e.reason(), Some("kv_expiry_not_specified"), "{e}");

@@ -107,6 +107,16 @@ async fn every_lifetime_kind_is_stored_and_every_read_answers_its_times() {
     let forever_row = rows.iter().find(|r| r["key"] == json!("forever")).unwrap();
     has(forever_row, json!({ "expiresAt": null }));
 
+    // A touch renews a live row under its lifetime and keeps its value.
+    let before = kv_get(&env, "life", "created").await;
+    let t = kv1(&env, json!({ "op": "touch", "ns": "life", "key": "created", "afterUpdateMs": 90_000 })).await;
+    has(&t, json!({ "op": "touch", "applied": true, "value": before["value"], "createdAt": before["createdAt"] }));
+    assert_eq!(ms(&t, "expiresAt"), ms(&t, "updatedAt") + 90_000, "{t}");
+    assert!(t["version"].as_u64() > before["version"].as_u64(), "{t}");
+    let absent = kv1(&env, json!({ "op": "touch", "ns": "life", "key": "nobody", "forever": true })).await;
+    has(&absent, json!({ "applied": false, "reason": "absent" }));
+    has(&kv_get(&env, "life", "nobody").await, json!({ "found": false }));
+
     // The path route writes take the same lifetimes.
     let a = raw(&env, "PUT", "/api/v1/kv/life/via-path", r#"{"value": 1, "afterUpdateMs": 60000}"#).await;
     assert_eq!(a.0, 200, "{}", a.1);
@@ -271,6 +281,11 @@ async fn malformed_lifetimes_are_refused_with_stable_reasons() {
     }
     let incr = json!([{ "op": "incr", "ns": "bad", "key": "n", "delta": 1, "afterUpdateMs": 0 }]);
     refused_with(&env, incr, "kv_bad_lifetime_ms").await;
+    let touch = json!([{ "op": "touch", "ns": "bad", "key": "n", "afterUpdateMs": 1, "forever": true }]);
+    refused_with(&env, touch, "kv_expiry_conflict").await;
+    let touch = json!([{ "op": "touch", "ns": "bad", "key": "n", "forever": true, "expect": 0 }]);
+    refused_with(&env, touch, "kv_bad_expect").await;
+    refused_with(&env, json!([{ "op": "touch", "ns": "bad", "key": "n" }]), "kv_expiry_not_specified").await;
 
     let configure = |expiration: Option<Value>| {
         let mut op = json!({ "op": "configure", "ns": "bad" });

@@ -336,6 +336,15 @@ pub enum KvOp {
         limit: u32,
         keys_only: bool,
     },
+    /// Gives a live row a new deadline from its lifetime (`None`: the
+    /// namespace default) without changing its value; a write otherwise.
+    Touch {
+        ns: String,
+        key: String,
+        lifetime: Option<Lifetime>,
+        expect: Option<u64>,
+        required: bool,
+    },
 }
 
 /// How long a written KV row lives. Relative kinds travel as amounts, never
@@ -366,6 +375,7 @@ impl KvOp {
                 | KvOp::PutWith { .. }
                 | KvOp::IncrWith { .. }
                 | KvOp::Configure { .. }
+                | KvOp::Touch { .. }
         )
     }
 
@@ -375,6 +385,7 @@ impl KvOp {
             | KvOp::Delete { key, .. }
             | KvOp::Incr { key, .. }
             | KvOp::IncrWith { key, .. }
+            | KvOp::Touch { key, .. }
             | KvOp::Check { key, .. } => key.len(),
             KvOp::Put { key, value, .. } | KvOp::PutWith { key, value, .. } => key.len() + value.len(),
             KvOp::GetMany { keys, .. } => keys.iter().map(String::len).sum(),

@@ -109,6 +109,7 @@ fn is_required(op: &KvOp) -> bool {
         | KvOp::Delete { required, .. }
         | KvOp::Incr { required, .. }
         | KvOp::IncrWith { required, .. }
+        | KvOp::Touch { required, .. }
         | KvOp::Check { required, .. } => *required,
         KvOp::Get { .. }
         | KvOp::GetMany { .. }
@@ -213,6 +214,24 @@ impl Stage<'_> {
             }
             KvOp::Scan { ns, after, limit, keys_only } => {
                 self.get_prefix(ns, "", after.as_deref(), *limit as usize, *keys_only)
+            }
+            KvOp::Touch { ns, key, lifetime, expect, .. } => match self.lifetime(ns, *lifetime) {
+                Some(l) => self.touch(ns, key, l, *expect),
+                None => not_applied(KvReason::NoLifetime, key, None),
+            },
+        }
+    }
+
+    /// A live row gets the deadline its lifetime gives at this write, its
+    /// value and creation kept. Like every write it takes a new version, so
+    /// `updatedAt` and the version always move together.
+    fn touch(&mut self, ns: &str, key: &str, lifetime: Lifetime, expect: Option<u64>) -> KvResult {
+        match (expect, self.live(ns, key)) {
+            (_, None) => not_applied(KvReason::Absent, key, None),
+            (Some(n), Some(c)) if n != c.version => not_applied(KvReason::Version, key, Some(c)),
+            (_, Some(c)) => {
+                let (value, created) = (c.value.clone(), c.created_ms);
+                self.write(ns, key, value, lifetime.deadline(self.now, created), created)
             }
         }
     }

@@ -265,3 +265,35 @@ fn old_put_entries_keep_their_meaning_and_gain_a_creation() {
     assert_eq!((row.created_ms, row.expires_ms), (t0, Some(h.now + 10_000)));
     assert!(h.state.check_invariants().is_ok());
 }
+
+#[test]
+fn a_touch_renews_a_live_row_and_keeps_its_value() {
+    let mut h = Harness::new();
+    let t0 = h.now;
+    let touch = |lifetime, expect| KvOp::Touch { ns: "ns".into(), key: "s".into(), lifetime, expect, required: false };
+    let absent = one(&mut h, touch(Some(Lifetime::AfterUpdate(1_000)), None));
+    assert!(matches!(absent, KvResult::NotApplied { reason: KvReason::Absent, current: None }), "{absent:?}");
+    assert!(h.state.kv.is_empty(), "a touch creates nothing");
+
+    let v1 = written(one(&mut h, put("ns", "s", r#"{"user":"a"}"#, Some(Lifetime::AfterUpdate(1_000)))));
+    h.now += 900;
+    let row = written(one(&mut h, touch(Some(Lifetime::AfterUpdate(1_000)), Some(v1.version))));
+    assert_eq!(row.value, v1.value, "the value stays");
+    assert_eq!((row.created_ms, row.updated_ms, row.expires_ms), (t0, h.now, Some(h.now + 1_000)));
+    assert!(row.version > v1.version, "a touch is a write");
+    let stale = one(&mut h, touch(Some(Lifetime::AfterUpdate(1_000)), Some(v1.version)));
+    assert!(matches!(stale, KvResult::NotApplied { reason: KvReason::Version, .. }), "{stale:?}");
+
+    // Naming none, it takes the namespace default; without one it refuses.
+    assert!(matches!(
+        call(&mut h, vec![touch(None, None)]),
+        KvOutcome::Refused(KvRefusal { reason: KvReason::NoLifetime, .. })
+    ));
+    one(&mut h, configure("ns", Some(Lifetime::Forever)));
+    assert_eq!(written(one(&mut h, touch(None, None))).expires_ms, None);
+
+    one(&mut h, put("ns", "s", "1", Some(Lifetime::Seconds(1))));
+    h.now += 1_000;
+    let expired = one(&mut h, touch(Some(Lifetime::Forever), None));
+    assert!(matches!(expired, KvResult::NotApplied { reason: KvReason::Absent, .. }), "an expired row stays expired");
+}

@@ -179,6 +179,7 @@ fn is_required(op: &KvOp) -> bool {
         | KvOp::Delete { required, .. }
         | KvOp::Incr { required, .. }
         | KvOp::IncrWith { required, .. }
+        | KvOp::Touch { required, .. }
         | KvOp::Check { required, .. } => *required,
         _ => false,
     }
@@ -280,6 +281,17 @@ impl Copy {
             }
             KvOp::IncrWith { ns, key, delta, min, max, lifetime, .. } => {
                 self.incr(ns, key, *delta, (*min, *max), *lifetime)
+            }
+            KvOp::Touch { ns, key, lifetime, expect, .. } => {
+                let Some(lifetime) = self.resolve(ns, *lifetime) else {
+                    return not_applied(KvReason::NoLifetime, key, None);
+                };
+                // A touch rewrites a live row as it is, under a new deadline.
+                match self.live(ns, key) {
+                    None => not_applied(KvReason::Absent, key, None),
+                    Some(c) if expect.is_some_and(|n| n != c.version) => not_applied(KvReason::Version, key, Some(&c)),
+                    Some(c) => self.write(ns, key, c.value.clone(), deadline(lifetime, self.now, c.created), c.created),
+                }
             }
         }
     }
@@ -633,6 +645,13 @@ enum KvSpec {
         ns: usize,
         life: Option<LifeSpec>,
     },
+    Touch {
+        ns: usize,
+        key: usize,
+        life: Option<LifeSpec>,
+        expect: Option<Expect>,
+        required: bool,
+    },
     Scan {
         ns: usize,
         after: Option<usize>,
@@ -801,6 +820,18 @@ fn kv_spec(in_txn: bool) -> BoxedStrategy<KvSpec> {
             .prop_map(|(ns, life)| KvSpec::Configure { ns, life })
             .boxed(),
     ));
+    choices.push((
+        2,
+        (
+            ns.clone(),
+            key.clone(),
+            prop::option::weighted(0.8, life_s()),
+            prop::option::weighted(0.3, expect_s()),
+            required(),
+        )
+            .prop_map(|(ns, key, life, expect, required)| KvSpec::Touch { ns, key, life, expect, required })
+            .boxed(),
+    ));
     if !in_txn {
         choices.push((
             1,
@@ -955,6 +986,13 @@ impl Resolver {
                 min: None,
                 max: Some(8),
                 lifetime: life.map(|l| l.at(at)),
+                required: *required,
+            },
+            KvSpec::Touch { ns, key, life, expect, required } => KvOp::Touch {
+                ns: s(NAMESPACES[*ns]),
+                key: s(KEYS[*key]),
+                lifetime: life.map(|l| l.at(at)),
+                expect: expect.map(|x| e(x, *ns, *key)).filter(|v| *v > 0),
                 required: *required,
             },
             KvSpec::Configure { ns, life } => {

@@ -151,7 +151,7 @@ async fn one(
 /// entry's time), and it answers as the malformed request it is.
 pub fn no_lifetime(at: &str, op: &KvOp) -> KvError {
     let ns = match op {
-        KvOp::PutWith { ns, .. } | KvOp::IncrWith { ns, .. } => ns.as_str(),
+        KvOp::PutWith { ns, .. } | KvOp::IncrWith { ns, .. } | KvOp::Touch { ns, .. } => ns.as_str(),
         _ => "",
     };
     KvError::bad(
@@ -280,6 +280,7 @@ fn op_name(op: &KvOp) -> (&'static str, Option<&str>) {
         KvOp::Delete { key, .. } => ("delete", Some(key)),
         KvOp::Incr { key, .. } | KvOp::IncrWith { key, .. } => ("incr", Some(key)),
         KvOp::Check { key, .. } => ("check", Some(key)),
+        KvOp::Touch { key, .. } => ("touch", Some(key)),
         KvOp::Configure { .. } => ("configure", None),
         KvOp::Scan { .. } => ("scan", None),
     }

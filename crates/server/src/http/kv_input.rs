@@ -301,6 +301,14 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
             }
             Ok(KvOp::PutWith { ns, key: key()?, value, lifetime, expect, required })
         }
+        "touch" => {
+            let lifetime = lifetime(f)?;
+            let expect = match expect(f)? {
+                Some(0) => return Err(f.fail("kv_bad_expect", "a touch needs a live row; expect 0 never holds")),
+                e => e,
+            };
+            Ok(KvOp::Touch { ns, key: key()?, lifetime, expect, required })
+        }
         "delete" => Ok(KvOp::Delete { expect: expect(f)?, ns, key: key()?, required }),
         "check" => {
             let expect = expect(f)?.ok_or_else(|| f.fail("kv_bad_expect", "a check needs expect"))?;
