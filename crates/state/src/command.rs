@@ -454,4 +454,32 @@ mod tests {
         let bytes = bincode::serialize(&AsBytes { a: 7, payload }).unwrap();
         assert_eq!(plain, bytes);
     }
+
+    /// A KV put as logs written before lifetimes held it: variant 3 of
+    /// `KvOp`, then its fields in order. It must still decode to the same
+    /// operation, so the variants that came later went at the end.
+    #[test]
+    fn an_old_kv_put_entry_still_decodes_as_a_put() {
+        use super::KvOp;
+        let mut old = 3u32.to_le_bytes().to_vec();
+        for text in ["ns", "k", "1"] {
+            old.extend((text.len() as u64).to_le_bytes());
+            old.extend(text.as_bytes());
+        }
+        old.push(1); // ttl_seconds: Some(
+        old.extend(60u64.to_le_bytes()); // 60)
+        old.push(0); // expect: None
+        old.push(1); // required: true
+        let op: KvOp = bincode::deserialize(&old).unwrap();
+        let want = KvOp::Put {
+            ns: "ns".into(),
+            key: "k".into(),
+            value: b"1".to_vec(),
+            ttl_seconds: Some(60),
+            expect: None,
+            required: true,
+        };
+        assert_eq!(op, want);
+        assert_eq!(bincode::serialize(&want).unwrap(), old);
+    }
 }
