@@ -350,7 +350,7 @@ pub enum KvOp {
 /// How long a written KV row lives. Relative kinds travel as amounts, never
 /// as instants computed at the edge: the state turns them into a deadline
 /// from the entry's time (and the row's creation), so every replica agrees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lifetime {
     Forever,
     /// `ttlSeconds`: the write's time plus this many seconds.
