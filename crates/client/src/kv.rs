@@ -3,43 +3,101 @@
 //!
 //! Every write states its lifetime: [`Lifetime`] is a required argument, so
 //! a row meant to expire cannot be stored forever by forgetting a field.
+//! [`Lifetime::NAMESPACE_DEFAULT`] says so explicitly: the write takes the
+//! default its namespace was configured with ([`Kv::configure`]), and the
+//! broker refuses it when there is none.
 //! A write with `expect` applies only at that version (`expect(0)`: only
 //! when absent); a `required` operation that loses makes the whole call (or
 //! step) write nothing.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
 use crate::client::{bool_of, opt_str, results, str_of, u64_of, Client, Result};
 
-/// How long a written row lives.
+/// How long a written row lives. The broker computes a relative lifetime's
+/// deadline from the time it applies the write, never from this machine's
+/// clock; only [`Lifetime::at`] names an instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lifetime(Option<u64>);
+pub struct Lifetime(Kind);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Forever,
+    Seconds(u64),
+    AtMs(u64),
+    AfterCreationMs(u64),
+    AfterUpdateMs(u64),
+    NamespaceDefault,
+}
 
 impl Lifetime {
     /// Never expires.
-    pub const FOREVER: Lifetime = Lifetime(None);
+    pub const FOREVER: Lifetime = Lifetime(Kind::Forever);
+
+    /// Names no lifetime: the write takes its namespace's default
+    /// expiration, and is refused (`kv_expiry_not_specified`) without one.
+    pub const NAMESPACE_DEFAULT: Lifetime = Lifetime(Kind::NamespaceDefault);
 
     /// Expires after `d`, in whole seconds rounded up (at least one).
     pub fn ttl(d: Duration) -> Lifetime {
-        Lifetime(Some(crate::queue::whole_seconds(d)))
+        Lifetime(Kind::Seconds(crate::queue::whole_seconds(d)))
     }
 
     pub fn seconds(n: u64) -> Lifetime {
-        Lifetime(Some(n.max(1)))
+        Lifetime(Kind::Seconds(n.max(1)))
     }
 
     pub fn days(n: u64) -> Lifetime {
         Lifetime::seconds(n.saturating_mul(86_400))
     }
 
+    /// Expires at `t` (ms precision). An instant already past stores a
+    /// row that is expired at once.
+    pub fn at(t: SystemTime) -> Lifetime {
+        Lifetime::at_ms(t.duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64))
+    }
+
+    /// Expires at this many ms since the Unix epoch.
+    pub fn at_ms(ms: u64) -> Lifetime {
+        Lifetime(Kind::AtMs(ms))
+    }
+
+    /// Expires `d` after the row was created (ms, rounded up, at least
+    /// one); later writes to the live row keep its creation, so they keep
+    /// the deadline.
+    pub fn after_creation(d: Duration) -> Lifetime {
+        Lifetime(Kind::AfterCreationMs(whole_ms(d)))
+    }
+
+    /// Expires `d` after the latest write (ms, rounded up, at least one):
+    /// every write renews it, so only an idle row expires.
+    pub fn after_update(d: Duration) -> Lifetime {
+        Lifetime(Kind::AfterUpdateMs(whole_ms(d)))
+    }
+
     fn apply(self, op: &mut Value) {
         match self.0 {
-            Some(s) => op["ttlSeconds"] = json!(s),
-            None => op["forever"] = json!(true),
+            Kind::Forever => op["forever"] = json!(true),
+            Kind::Seconds(s) => op["ttlSeconds"] = json!(s),
+            Kind::AtMs(ms) => op["expiresAt"] = json!(ms),
+            Kind::AfterCreationMs(ms) => op["afterCreationMs"] = json!(ms),
+            Kind::AfterUpdateMs(ms) => op["afterUpdateMs"] = json!(ms),
+            Kind::NamespaceDefault => {}
         }
     }
+
+    /// The lifetime as a configure's `expiration` object.
+    fn as_object(self) -> Value {
+        let mut v = json!({});
+        self.apply(&mut v);
+        v
+    }
+}
+
+fn whole_ms(d: Duration) -> u64 {
+    (d.as_nanos().div_ceil(1_000_000) as u64).max(1)
 }
 
 /// One KV operation in its wire form, for [`Kv::batch`] and for steps.
@@ -77,11 +135,38 @@ impl KvOp {
         KvOp(json!({ "op": "check", "ns": ns, "key": key, "expect": version }))
     }
 
-    /// Adds `delta` to a numeric row (an absent one counts from 0). The
-    /// lifetime applies only when the row is created.
+    /// Adds `delta` to a numeric row (an absent one counts from 0). A
+    /// lifetime in seconds, forever or at an instant applies only when the
+    /// row is created; after-creation and after-update lifetimes are
+    /// recomputed at every incr, as on a put.
     pub fn incr(ns: &str, key: &str, delta: i64, lifetime: Lifetime) -> KvOp {
         let mut v = json!({ "op": "incr", "ns": ns, "key": key, "delta": delta });
         lifetime.apply(&mut v);
+        KvOp(v)
+    }
+
+    /// Gives a live row a new deadline from `lifetime`, keeping its value
+    /// (a new version, like every write); an absent row stays absent.
+    pub fn touch(ns: &str, key: &str, lifetime: Lifetime) -> KvOp {
+        let mut v = json!({ "op": "touch", "ns": ns, "key": key });
+        lifetime.apply(&mut v);
+        KvOp(v)
+    }
+
+    /// Sets (`Some`) or clears (`None`) the lifetime that writes of `ns`
+    /// naming [`Lifetime::NAMESPACE_DEFAULT`] take. An absolute instant is
+    /// refused as a default (`kv_bad_expiration`).
+    pub fn configure(ns: &str, expiration: Option<Lifetime>) -> KvOp {
+        KvOp(json!({ "op": "configure", "ns": ns, "expiration": expiration.map(Lifetime::as_object) }))
+    }
+
+    /// One page of every live row of `ns` in key order, after the key
+    /// `after` (exclusive). Not allowed in a step.
+    pub fn scan(ns: &str, after: Option<&str>, limit: u32) -> KvOp {
+        let mut v = json!({ "op": "scan", "ns": ns, "limit": limit });
+        if let Some(a) = after {
+            v["after"] = json!(a);
+        }
         KvOp(v)
     }
 
@@ -116,8 +201,11 @@ pub struct Row {
     pub key: String,
     pub value: Value,
     pub version: u64,
+    /// `None`: never expires.
     pub expires_at: Option<String>,
     pub updated_at: String,
+    /// The write that created the row; kept by later writes while it lives.
+    pub created_at: String,
 }
 
 impl Row {
@@ -128,6 +216,7 @@ impl Row {
             version: u64_of(v, "version"),
             expires_at: opt_str(v, "expiresAt"),
             updated_at: str_of(v, "updatedAt"),
+            created_at: str_of(v, "createdAt"),
         }
     }
 }
@@ -258,6 +347,33 @@ impl Kv {
         }
     }
 
+    /// One page of every live row of `ns`, after the key `after`
+    /// (exclusive); `limit` is 1 to 1,000.
+    pub async fn scan(&self, ns: &str, after: Option<&str>, limit: u32) -> Result<Page> {
+        let r = self.one(KvOp::scan(ns, after, limit)).await?;
+        let next_after = if bool_of(&r, "truncated") { opt_str(&r, "nextAfter") } else { None };
+        Ok(Page { rows: rows_of(&r), next_after })
+    }
+
+    /// Every live row of `ns`, page by page.
+    pub async fn scan_all(&self, ns: &str) -> Result<Vec<Row>> {
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.scan(ns, after.as_deref(), 1000).await?;
+            all.extend(page.rows);
+            match page.next_after {
+                Some(next) if after.as_ref() != Some(&next) => after = Some(next),
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the namespace's default lifetime.
+    pub async fn configure(&self, ns: &str, expiration: Option<Lifetime>) -> Result<()> {
+        self.one(KvOp::configure(ns, expiration)).await.map(|_| ())
+    }
+
     pub async fn put(&self, ns: &str, key: &str, value: Value, lifetime: Lifetime) -> Result<Write> {
         self.write(KvOp::put(ns, key, value, lifetime)).await
     }
@@ -272,6 +388,10 @@ impl Kv {
 
     pub async fn incr(&self, ns: &str, key: &str, delta: i64, lifetime: Lifetime) -> Result<Write> {
         self.write(KvOp::incr(ns, key, delta, lifetime)).await
+    }
+
+    pub async fn touch(&self, ns: &str, key: &str, lifetime: Lifetime) -> Result<Write> {
+        self.write(KvOp::touch(ns, key, lifetime)).await
     }
 
     pub async fn check(&self, ns: &str, key: &str, version: u64) -> Result<Write> {

@@ -9,7 +9,7 @@
 //! | queues | [`Client::push`], [`Client::pop`] ([`Pop`]: group, batch, wait, partition, lease), [`Client::extend_lease`] |
 //! | acks | [`Client::ack`], [`Client::nack`], [`Client::settle`], [`Client::ack_batch`] ([`Ack`]) |
 //! | steps | [`Client::step`]: acks, pushes, KV writes, `once` markers, timers and lock guards committed together ([`StepOutcome`]) |
-//! | KV | [`Client::kv`]: get, get_many, get_prefix, put, put_if_absent, delete, incr, check; every write names its [`Lifetime`] |
+//! | KV | [`Client::kv`]: get, get_many, get_prefix, scan, put, put_if_absent, touch, delete, incr, check, configure (a namespace's default lifetime); every write names its [`Lifetime`] (seconds, an instant, after creation, after update, forever, or the namespace default) |
 //! | timers | [`Client::timers`]: schedule (after a delay or at a time), reschedule, cancel, peek, list by state or due order, retry a failed timer ([`Timer`]) |
 //! | locks | [`Client::locks`]: raw acquire/renew/release/get of a lock or a semaphore, and [`LockHandle`], which renews itself |
 //!

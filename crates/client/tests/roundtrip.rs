@@ -271,3 +271,67 @@ async fn step_refusals_and_riders() {
     assert_eq!(back[0].transaction_id, taken[0].transaction_id, "the nacked message comes back");
     assert_eq!(all_messages(&client, "inbox").await.len(), 2);
 }
+
+/// ms since the epoch of a wire time.
+fn ms(t: &str) -> u64 {
+    regina_types::time::parse_iso(t).unwrap_or_else(|| panic!("{t:?} is not a time"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_lifetimes_namespace_defaults_and_scan() {
+    let broker = Broker::start().await;
+    let kv = broker.client().kv();
+    let minute = Duration::from_secs(60);
+    kv.put("life", "created", json!(1), Lifetime::after_creation(minute)).await.unwrap();
+    let first = kv.get("life", "created").await.unwrap().unwrap();
+    assert_eq!(first.created_at, first.updated_at);
+    assert_eq!(ms(first.expires_at.as_deref().unwrap()), ms(&first.created_at) + 60_000);
+    sleep(Duration::from_millis(20)).await;
+    kv.put("life", "created", json!(2), Lifetime::after_creation(minute)).await.unwrap();
+    let again = kv.get("life", "created").await.unwrap().unwrap();
+    assert_eq!((&again.created_at, &again.expires_at), (&first.created_at, &first.expires_at), "{again:?}");
+    assert!(again.updated_at > first.updated_at);
+
+    kv.put("life", "updated", json!(1), Lifetime::after_update(Duration::from_millis(60_000))).await.unwrap();
+    let row = kv.get("life", "updated").await.unwrap().unwrap();
+    assert_eq!(ms(row.expires_at.as_deref().unwrap()), ms(&row.updated_at) + 60_000);
+
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(4_102_444_800_123);
+    kv.put("life", "at", json!(1), Lifetime::at(at)).await.unwrap();
+    let row = kv.get("life", "at").await.unwrap().unwrap();
+    assert_eq!(row.expires_at.as_deref(), Some("2100-01-01T00:00:00.123000Z"));
+    kv.put("life", "past", json!(1), Lifetime::at_ms(1_000)).await.unwrap();
+    assert_eq!(kv.get("life", "past").await.unwrap(), None, "an instant already past expires at once");
+
+    // A touch renews a live row and keeps its value; an absent one stays absent.
+    let touched = kv.touch("life", "updated", Lifetime::after_update(Duration::from_secs(120))).await.unwrap();
+    assert!(touched.applied, "{touched:?}");
+    let row = kv.get("life", "updated").await.unwrap().unwrap();
+    assert_eq!((row.value.clone(), row.version), (json!(1), touched.version));
+    assert_eq!(ms(row.expires_at.as_deref().unwrap()), ms(&row.updated_at) + 120_000);
+    let gone = kv.touch("life", "nobody", Lifetime::FOREVER).await.unwrap();
+    assert_eq!((gone.applied, gone.reason.as_deref()), (false, Some("absent")));
+
+    // Without a default, a write naming none is refused; with one, it takes it.
+    let e = kv.put("life", "bare", json!(1), Lifetime::NAMESPACE_DEFAULT).await.unwrap_err();
+    assert_eq!(e.reason(), Some("kv_expiry_not_specified"), "{e}");
+    kv.configure("life", Some(Lifetime::after_update(Duration::from_secs(90)))).await.unwrap();
+    kv.incr("life", "bare", 1, Lifetime::NAMESPACE_DEFAULT).await.unwrap();
+    let row = kv.get("life", "bare").await.unwrap().unwrap();
+    assert_eq!(ms(row.expires_at.as_deref().unwrap()), ms(&row.updated_at) + 90_000);
+    kv.configure("life", None).await.unwrap();
+    let e = kv.put("life", "bare", json!(1), Lifetime::NAMESPACE_DEFAULT).await.unwrap_err();
+    assert_eq!(e.reason(), Some("kv_expiry_not_specified"), "cleared: {e}");
+    let e = kv.configure("life", Some(Lifetime::at(at))).await.unwrap_err();
+    assert_eq!(e.reason(), Some("kv_bad_expiration"), "{e}");
+
+    // A scan walks every live row of the namespace, page by page.
+    let page = kv.scan("life", None, 2).await.unwrap();
+    let keys: Vec<&str> = page.rows.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!((keys, page.next_after.as_deref()), (vec!["at", "bare"], Some("bare")));
+    let all = kv.scan_all("life").await.unwrap();
+    let keys: Vec<&str> = all.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["at", "bare", "created", "updated"]);
+    let e = kv.scan("life", None, 0).await.unwrap_err();
+    assert_eq!(e.reason(), Some("kv_bad_limit"), "{e}");
+}

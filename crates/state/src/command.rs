@@ -271,8 +271,10 @@ pub struct TxnCmd {
     pub timers: Vec<crate::timers::TimerOp>,
 }
 
-/// One KV operation. Lifetimes travel as seconds from the entry's time
-/// (`None` is forever), so every replica computes the same expiry.
+/// One KV operation. Lifetimes travel as amounts relative to the entry's
+/// time (or as an absolute instant), so every replica computes the same
+/// expiry. The parser emits `PutWith` and `IncrWith`; `Put` and `Incr`
+/// (seconds, `None` forever) stay for entries already in logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum KvOp {
     Get {
@@ -322,21 +324,97 @@ pub enum KvOp {
         expect: u64,
         required: bool,
     },
+    /// A put naming its lifetime as a [`Lifetime`]; `None` takes the
+    /// namespace's default expiration (and refuses the call without one).
+    PutWith {
+        ns: String,
+        key: String,
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+        lifetime: Option<Lifetime>,
+        expect: Option<u64>,
+        required: bool,
+    },
+    /// An incr naming its lifetime as a [`Lifetime`] (`None`: the
+    /// namespace default).
+    IncrWith {
+        ns: String,
+        key: String,
+        delta: i64,
+        min: Option<i64>,
+        max: Option<i64>,
+        lifetime: Option<Lifetime>,
+        required: bool,
+    },
+    /// Sets (`Some`) or clears (`None`) the lifetime a write of `ns` that
+    /// names none takes.
+    Configure {
+        ns: String,
+        expiration: Option<Lifetime>,
+    },
+    /// Every live row of a namespace in key order, one page after `after`.
+    Scan {
+        ns: String,
+        after: Option<String>,
+        limit: u32,
+        keys_only: bool,
+    },
+    /// Gives a live row a new deadline from its lifetime (`None`: the
+    /// namespace default) without changing its value; a write otherwise.
+    Touch {
+        ns: String,
+        key: String,
+        lifetime: Option<Lifetime>,
+        expect: Option<u64>,
+        required: bool,
+    },
+}
+
+/// How long a written KV row lives. Relative kinds travel as amounts, never
+/// as instants computed at the edge: the state turns them into a deadline
+/// from the entry's time (and the row's creation), so every replica agrees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lifetime {
+    Forever,
+    /// `ttlSeconds`: the write's time plus this many seconds.
+    Seconds(u64),
+    /// `expiresAt`: this instant, ms since the epoch.
+    At(u64),
+    /// `afterCreationMs`: the row's creation plus this many ms; a write to
+    /// a live row keeps its creation, so it keeps the deadline.
+    AfterCreation(u64),
+    /// `afterUpdateMs`: the write's time plus this many ms, renewed by
+    /// every write.
+    AfterUpdate(u64),
 }
 
 impl KvOp {
     pub fn is_write(&self) -> bool {
-        matches!(self, KvOp::Put { .. } | KvOp::Delete { .. } | KvOp::Incr { .. })
+        matches!(
+            self,
+            KvOp::Put { .. }
+                | KvOp::Delete { .. }
+                | KvOp::Incr { .. }
+                | KvOp::PutWith { .. }
+                | KvOp::IncrWith { .. }
+                | KvOp::Configure { .. }
+                | KvOp::Touch { .. }
+        )
     }
 
     fn approx_bytes(&self) -> usize {
         let keys = match self {
-            KvOp::Get { key, .. } | KvOp::Delete { key, .. } | KvOp::Incr { key, .. } | KvOp::Check { key, .. } => {
-                key.len()
-            }
-            KvOp::Put { key, value, .. } => key.len() + value.len(),
+            KvOp::Get { key, .. }
+            | KvOp::Delete { key, .. }
+            | KvOp::Incr { key, .. }
+            | KvOp::IncrWith { key, .. }
+            | KvOp::Touch { key, .. }
+            | KvOp::Check { key, .. } => key.len(),
+            KvOp::Put { key, value, .. } | KvOp::PutWith { key, value, .. } => key.len() + value.len(),
             KvOp::GetMany { keys, .. } => keys.iter().map(String::len).sum(),
             KvOp::GetPrefix { prefix, .. } => prefix.len(),
+            KvOp::Configure { ns, .. } => ns.len(),
+            KvOp::Scan { after, .. } => after.as_ref().map_or(0, String::len),
         };
         keys + 64
     }
@@ -398,5 +476,33 @@ mod tests {
         let plain = bincode::serialize(&Plain { a: 7, payload: payload.clone() }).unwrap();
         let bytes = bincode::serialize(&AsBytes { a: 7, payload }).unwrap();
         assert_eq!(plain, bytes);
+    }
+
+    /// A KV put as logs written before lifetimes held it: variant 3 of
+    /// `KvOp`, then its fields in order. It must still decode to the same
+    /// operation, so the variants that came later went at the end.
+    #[test]
+    fn an_old_kv_put_entry_still_decodes_as_a_put() {
+        use super::KvOp;
+        let mut old = 3u32.to_le_bytes().to_vec();
+        for text in ["ns", "k", "1"] {
+            old.extend((text.len() as u64).to_le_bytes());
+            old.extend(text.as_bytes());
+        }
+        old.push(1); // ttl_seconds: Some(
+        old.extend(60u64.to_le_bytes()); // 60)
+        old.push(0); // expect: None
+        old.push(1); // required: true
+        let op: KvOp = bincode::deserialize(&old).unwrap();
+        let want = KvOp::Put {
+            ns: "ns".into(),
+            key: "k".into(),
+            value: b"1".to_vec(),
+            ttl_seconds: Some(60),
+            expect: None,
+            required: true,
+        };
+        assert_eq!(op, want);
+        assert_eq!(bincode::serialize(&want).unwrap(), old);
     }
 }

@@ -9,17 +9,22 @@
 //! An expired row is invisible at once: every read and every precondition
 //! compares its expiry with the time it is judged at. Rows leave memory only
 //! through the sweep entry ([`KvStore::sweep`]), never through a clock.
+//!
+//! A row stores its lifetime only as the absolute deadline that resulted
+//! (`expires_ms`), whatever kind the write named, so the expiry index and
+//! the sweep treat every kind alike. A namespace may hold a default
+//! [`Lifetime`] for writes that name none.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
+use crate::command::Lifetime;
 use crate::outcome::KvRowView;
 
-/// Rows one sweep entry removes at most, so a sweep never makes one entry
-/// slow; the next sweep takes the rest.
-pub const KV_SWEEP_ROWS_MAX: usize = 10_000;
+/// Named with the other limits; re-exported where the sweep always found it.
+pub use regina_types::limits::KV_SWEEP_ROWS_MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvRow {
@@ -30,6 +35,9 @@ pub struct KvRow {
     /// `None`: forever.
     pub expires_ms: Option<u64>,
     pub updated_ms: u64,
+    /// The write that created the row; later writes keep it while the row
+    /// is live, and a write after its expiry starts a new row.
+    pub created_ms: u64,
 }
 
 impl KvRow {
@@ -45,6 +53,7 @@ impl KvRow {
             version: self.version,
             expires_ms: self.expires_ms,
             updated_ms: self.updated_ms,
+            created_ms: self.created_ms,
         }
     }
 }
@@ -52,6 +61,20 @@ impl KvRow {
 /// The instant `ttl_seconds` after `now_ms`; `None` (forever) stays `None`.
 pub fn expiry_after(now_ms: u64, ttl_seconds: Option<u64>) -> Option<u64> {
     ttl_seconds.map(|s| now_ms.saturating_add(s.saturating_mul(1000)))
+}
+
+impl Lifetime {
+    /// The deadline of a row written at `now_ms` whose creation is
+    /// `created_ms` (`now_ms` for a new row). `None`: never.
+    pub fn deadline(self, now_ms: u64, created_ms: u64) -> Option<u64> {
+        match self {
+            Lifetime::Forever => None,
+            Lifetime::Seconds(s) => expiry_after(now_ms, Some(s)),
+            Lifetime::At(at) => Some(at),
+            Lifetime::AfterCreation(ms) => Some(created_ms.saturating_add(ms)),
+            Lifetime::AfterUpdate(ms) => Some(now_ms.saturating_add(ms)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -62,6 +85,9 @@ pub struct KvStore {
     expiry: BTreeSet<(u64, String, String)>,
     /// The highest version ever handed out.
     last_version: u64,
+    /// Namespace defaults: the lifetime a write naming none takes. Kept
+    /// apart from `spaces`, so a namespace keeps its default while empty.
+    defaults: BTreeMap<String, Lifetime>,
 }
 
 impl KvStore {
@@ -92,6 +118,18 @@ impl KvStore {
             .into_iter()
             .flat_map(move |m| m.range::<str, _>((lower, Bound::Unbounded)))
             .take_while(move |(k, _)| k.starts_with(prefix))
+    }
+
+    /// The default expiration of `ns`, if it has one.
+    pub fn default_lifetime(&self, ns: &str) -> Option<Lifetime> {
+        self.defaults.get(ns).copied()
+    }
+
+    pub(crate) fn set_default(&mut self, ns: &str, lifetime: Option<Lifetime>) {
+        match lifetime {
+            Some(l) => self.defaults.insert(ns.to_string(), l),
+            None => self.defaults.remove(ns),
+        };
     }
 
     pub fn last_version(&self) -> u64 {

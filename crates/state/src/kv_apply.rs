@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::ops::Bound;
 
-use regina_types::limits::KV_READ_BYTES_MAX;
+use regina_types::limits::{KV_READ_BYTES_MAX, KV_READ_EXPIRED_SKIP_MAX};
 
-use crate::command::{KvCmd, KvOp};
-use crate::kv::{expiry_after, KvRow, KvStore};
+use crate::command::{KvCmd, KvOp, Lifetime};
+use crate::kv::{KvRow, KvStore};
 use crate::outcome::{KvOutcome, KvReason, KvRefusal, KvResult, KvRowView};
 use crate::state::State;
 
@@ -22,6 +22,8 @@ pub struct KvPlan {
     pub results: Vec<KvResult>,
     /// Namespace, key, and the row after the call (`None`: deleted).
     changes: BTreeMap<String, BTreeMap<String, Option<KvRow>>>,
+    /// Namespace defaults the call sets (`None`: clears).
+    defaults: BTreeMap<String, Option<Lifetime>>,
     last_version: u64,
 }
 
@@ -29,6 +31,7 @@ struct Stage<'a> {
     store: &'a KvStore,
     now: u64,
     changes: BTreeMap<String, BTreeMap<String, Option<KvRow>>>,
+    defaults: BTreeMap<String, Option<Lifetime>>,
     last_version: u64,
     read_left: usize,
 }
@@ -41,6 +44,7 @@ impl KvStore {
             store: self,
             now: now_ms,
             changes: BTreeMap::new(),
+            defaults: BTreeMap::new(),
             last_version: self.last_version(),
             read_left: KV_READ_BYTES_MAX,
         };
@@ -48,18 +52,23 @@ impl KvStore {
         for (index, op) in ops.iter().enumerate() {
             let r = st.eval(op);
             if let KvResult::NotApplied { reason, current } = &r {
-                if is_required(op) {
+                // A write with no lifetime to take is malformed, not a lost
+                // precondition: it never applies quietly.
+                if is_required(op) || *reason == KvReason::NoLifetime {
                     return Err(KvRefusal { index, reason: *reason, current: current.clone() });
                 }
             }
             results.push(r);
         }
-        Ok(KvPlan { results, changes: st.changes, last_version: st.last_version })
+        Ok(KvPlan { results, changes: st.changes, defaults: st.defaults, last_version: st.last_version })
     }
 
     /// Writes a plan back.
     pub(crate) fn commit(&mut self, plan: KvPlan) -> Vec<KvResult> {
         self.advance_version(plan.last_version);
+        for (ns, lifetime) in plan.defaults {
+            self.set_default(&ns, lifetime);
+        }
         for (ns, keys) in plan.changes {
             for (key, row) in keys {
                 match row {
@@ -96,10 +105,17 @@ impl State {
 fn is_required(op: &KvOp) -> bool {
     match op {
         KvOp::Put { required, .. }
+        | KvOp::PutWith { required, .. }
         | KvOp::Delete { required, .. }
         | KvOp::Incr { required, .. }
+        | KvOp::IncrWith { required, .. }
+        | KvOp::Touch { required, .. }
         | KvOp::Check { required, .. } => *required,
-        KvOp::Get { .. } | KvOp::GetMany { .. } | KvOp::GetPrefix { .. } => false,
+        KvOp::Get { .. }
+        | KvOp::GetMany { .. }
+        | KvOp::GetPrefix { .. }
+        | KvOp::Scan { .. }
+        | KvOp::Configure { .. } => false,
     }
 }
 
@@ -120,9 +136,19 @@ impl Stage<'_> {
         self.changes.entry(ns.to_string()).or_default().insert(key.to_string(), row);
     }
 
-    fn write(&mut self, ns: &str, key: &str, value: Vec<u8>, expires_ms: Option<u64>) -> KvResult {
+    /// The lifetime a write takes: its own, else its namespace's default
+    /// as the call has left it so far.
+    fn lifetime(&self, ns: &str, given: Option<Lifetime>) -> Option<Lifetime> {
+        given.or_else(|| match self.defaults.get(ns) {
+            Some(staged) => *staged,
+            None => self.store.default_lifetime(ns),
+        })
+    }
+
+    /// Stores a row. `created_ms` is the live row's creation, or now.
+    fn write(&mut self, ns: &str, key: &str, value: Vec<u8>, expires_ms: Option<u64>, created_ms: u64) -> KvResult {
         self.last_version += 1;
-        let row = KvRow { value, version: self.last_version, expires_ms, updated_ms: self.now };
+        let row = KvRow { value, version: self.last_version, expires_ms, updated_ms: self.now, created_ms };
         let view = row.view(key, true);
         self.set(ns, key, Some(row));
         KvResult::Written { row: Some(view) }
@@ -151,14 +177,13 @@ impl Stage<'_> {
                 self.get_prefix(ns, prefix, after.as_deref(), *limit as usize, *keys_only)
             }
             KvOp::Put { ns, key, value, ttl_seconds, expect, .. } => {
-                let cur = self.live(ns, key);
-                match (expect, cur) {
-                    (Some(0), Some(c)) => not_applied(KvReason::Exists, key, Some(c)),
-                    (Some(n), None) if *n > 0 => not_applied(KvReason::Absent, key, None),
-                    (Some(n), Some(c)) if *n != c.version => not_applied(KvReason::Version, key, Some(c)),
-                    _ => self.write(ns, key, value.clone(), expiry_after(self.now, *ttl_seconds)),
-                }
+                let lifetime = ttl_seconds.map_or(Lifetime::Forever, Lifetime::Seconds);
+                self.put(ns, key, value, lifetime, *expect)
             }
+            KvOp::PutWith { ns, key, value, lifetime, expect, .. } => match self.lifetime(ns, *lifetime) {
+                Some(l) => self.put(ns, key, value, l, *expect),
+                None => not_applied(KvReason::NoLifetime, key, None),
+            },
             KvOp::Delete { ns, key, expect, .. } => match (expect, self.live(ns, key)) {
                 (_, None) => not_applied(KvReason::Absent, key, None),
                 (Some(0), Some(c)) => not_applied(KvReason::Exists, key, Some(c)),
@@ -176,27 +201,84 @@ impl Stage<'_> {
                 (n, Some(_)) => KvResult::Checked { version: n },
             },
             KvOp::Incr { ns, key, delta, min, max, ttl_seconds, .. } => {
-                self.incr(ns, key, *delta, (*min, *max), *ttl_seconds)
+                let lifetime = ttl_seconds.map_or(Lifetime::Forever, Lifetime::Seconds);
+                self.incr(ns, key, *delta, (*min, *max), lifetime)
+            }
+            KvOp::IncrWith { ns, key, delta, min, max, lifetime, .. } => match self.lifetime(ns, *lifetime) {
+                Some(l) => self.incr(ns, key, *delta, (*min, *max), l),
+                None => not_applied(KvReason::NoLifetime, key, None),
+            },
+            KvOp::Configure { ns, expiration } => {
+                self.defaults.insert(ns.clone(), *expiration);
+                KvResult::Configured { expiration: *expiration }
+            }
+            KvOp::Scan { ns, after, limit, keys_only } => {
+                self.get_prefix(ns, "", after.as_deref(), *limit as usize, *keys_only)
+            }
+            KvOp::Touch { ns, key, lifetime, expect, .. } => match self.lifetime(ns, *lifetime) {
+                Some(l) => self.touch(ns, key, l, *expect),
+                None => not_applied(KvReason::NoLifetime, key, None),
+            },
+        }
+    }
+
+    /// A live row gets the deadline its lifetime gives at this write, its
+    /// value and creation kept. Like every write it takes a new version, so
+    /// `updatedAt` and the version always move together.
+    fn touch(&mut self, ns: &str, key: &str, lifetime: Lifetime, expect: Option<u64>) -> KvResult {
+        match (expect, self.live(ns, key)) {
+            (_, None) => not_applied(KvReason::Absent, key, None),
+            (Some(n), Some(c)) if n != c.version => not_applied(KvReason::Version, key, Some(c)),
+            (_, Some(c)) => {
+                let (value, created) = (c.value.clone(), c.created_ms);
+                self.write(ns, key, value, lifetime.deadline(self.now, created), created)
+            }
+        }
+    }
+
+    /// A put at `expect` (if any). The row keeps its creation while live,
+    /// which is what an after-creation lifetime counts from.
+    fn put(&mut self, ns: &str, key: &str, value: &[u8], lifetime: Lifetime, expect: Option<u64>) -> KvResult {
+        let cur = self.live(ns, key);
+        match (expect, cur) {
+            (Some(0), Some(c)) => not_applied(KvReason::Exists, key, Some(c)),
+            (Some(n), None) if n > 0 => not_applied(KvReason::Absent, key, None),
+            (Some(n), Some(c)) if n != c.version => not_applied(KvReason::Version, key, Some(c)),
+            _ => {
+                let created = cur.map_or(self.now, |c| c.created_ms);
+                let expires = lifetime.deadline(self.now, created);
+                self.write(ns, key, value.to_vec(), expires, created)
             }
         }
     }
 
     /// A counter: an absent or expired row counts from zero and takes the
-    /// operation's lifetime; a live one keeps its own (create-only TTL). A
-    /// step past a bound applies nothing.
+    /// operation's lifetime. A live one keeps its own deadline for
+    /// `ttlSeconds`, `forever` and `expiresAt` (create-only, so a window
+    /// counter is not stretched by its own hits); an after-creation or
+    /// after-update lifetime is recomputed, as on a put. A step past a bound
+    /// applies nothing.
     fn incr(
         &mut self,
         ns: &str,
         key: &str,
         delta: i64,
         bounds: (Option<i64>, Option<i64>),
-        ttl: Option<u64>,
+        lifetime: Lifetime,
     ) -> KvResult {
         let cur = self.live(ns, key);
-        let (base, expires_ms) = match cur {
-            None => (0, expiry_after(self.now, ttl)),
+        let (base, expires_ms, created) = match cur {
+            None => (0, lifetime.deadline(self.now, self.now), self.now),
             Some(c) => match integer_of(&c.value) {
-                Some(v) => (v, c.expires_ms),
+                Some(v) => {
+                    let expires = match lifetime {
+                        Lifetime::AfterCreation(_) | Lifetime::AfterUpdate(_) => {
+                            lifetime.deadline(self.now, c.created_ms)
+                        }
+                        Lifetime::Forever | Lifetime::Seconds(_) | Lifetime::At(_) => c.expires_ms,
+                    };
+                    (v, expires, c.created_ms)
+                }
                 None => return not_applied(KvReason::Type, key, Some(c)),
             },
         };
@@ -204,7 +286,7 @@ impl Stage<'_> {
         let within = next.is_some_and(|n| bounds.0.is_none_or(|m| n >= m) && bounds.1.is_none_or(|m| n <= m));
         match next.filter(|_| within) {
             None => not_applied(KvReason::Limit, key, cur),
-            Some(n) => self.write(ns, key, n.to_string().into_bytes(), expires_ms),
+            Some(n) => self.write(ns, key, n.to_string().into_bytes(), expires_ms, created),
         }
     }
 
@@ -251,18 +333,33 @@ impl Stage<'_> {
         let mut picked: Vec<KvRowView> = Vec::new();
         let mut truncated = false;
         let mut budget = self.read_left;
+        // Where the next page starts: after the last row answered, or after
+        // the expired rows a page stopped stepping over.
+        let mut resume: Option<&String> = None;
+        let mut skipped = 0;
         for (key, row) in merge(stored, overlay) {
-            let Some(row) = row.filter(|r| r.is_live(now)) else { continue };
+            let Some(row) = row.filter(|r| r.is_live(now)) else {
+                // Expired rows wait for the sweep; a page stops after
+                // stepping over a bounded number of them.
+                skipped += 1;
+                if skipped >= KV_READ_EXPIRED_SKIP_MAX {
+                    truncated = true;
+                    resume = Some(key);
+                    break;
+                }
+                continue;
+            };
             let len = if keys_only { 0 } else { row.value.len() };
             if picked.len() >= limit || len > budget {
                 truncated = true;
                 break;
             }
             budget -= len;
+            resume = Some(key);
             picked.push(row.view(key, !keys_only));
         }
         self.read_left = budget;
-        let next_after = if truncated { picked.last().map(|r| r.key.clone()) } else { None };
+        let next_after = if truncated { resume.cloned() } else { None };
         KvResult::Prefix { rows: picked, truncated, next_after }
     }
 }

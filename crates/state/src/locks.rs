@@ -78,8 +78,11 @@ impl KvStore {
     }
 
     fn write_permit(&mut self, name: &str, slot: u32, value: Vec<u8>, ttl_seconds: u64, now_ms: u64) -> u64 {
+        // A renew keeps the permit row's creation, as any write to a live row.
+        let created_ms = self.permit(name, slot, now_ms).map_or(now_ms, |r| r.created_ms);
         let version = self.mint_version();
-        let row = KvRow { value, version, expires_ms: expiry_after(now_ms, Some(ttl_seconds)), updated_ms: now_ms };
+        let expires_ms = expiry_after(now_ms, Some(ttl_seconds));
+        let row = KvRow { value, version, expires_ms, updated_ms: now_ms, created_ms };
         self.put(LOCK_NAMESPACE, &permit_key(name, slot), row);
         version
     }

@@ -68,6 +68,8 @@ pub struct KvRowView {
     pub version: u64,
     pub expires_ms: Option<u64>,
     pub updated_ms: u64,
+    /// When the row was created: kept by writes while it is live.
+    pub created_ms: u64,
 }
 
 /// Why a KV write or check did not apply.
@@ -83,6 +85,9 @@ pub enum KvReason {
     Limit,
     /// An incr met a live value that is not an integer.
     Type,
+    /// A write named no lifetime and its namespace has no default
+    /// expiration. Always refuses the whole call, `required` or not.
+    NoLifetime,
 }
 
 impl KvReason {
@@ -93,6 +98,7 @@ impl KvReason {
             KvReason::Version => "version",
             KvReason::Limit => "limit",
             KvReason::Type => "type",
+            KvReason::NoLifetime => "no_lifetime",
         }
     }
 }
@@ -118,6 +124,10 @@ pub enum KvResult {
     },
     Checked {
         version: u64,
+    },
+    /// A namespace's default expiration is now this (`None`: cleared).
+    Configured {
+        expiration: Option<crate::command::Lifetime>,
     },
     /// A write or check lost its precondition; `current` is the live row.
     NotApplied {

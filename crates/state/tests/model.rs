@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use proptest::strategy::Union;
-use regina_state::command::{AckItem, AckStatus, KvCmd, KvOp, PushItem, TxnCmd, TxnOp};
+use regina_state::command::{AckItem, AckStatus, KvCmd, KvOp, Lifetime, PushItem, TxnCmd, TxnOp};
 use regina_state::outcome::{KvOutcome, KvReason, KvRefusal, KvResult, KvRowView, PushStatus, TxnOutcome, TxnResult};
 use regina_state::timers::{ScheduleOp, TimerOp, TimerOutcome, TIMERS_PER_FIRE_MAX};
 use regina_state::{BodyRecord, Command, Entry, Outcome, State};
@@ -51,6 +51,8 @@ struct Row {
     version: u64,
     expires: Option<u64>,
     updated: u64,
+    /// The first write of the row's current life.
+    created: u64,
 }
 
 impl Row {
@@ -66,6 +68,7 @@ impl Row {
             version: self.version,
             expires_ms: self.expires,
             updated_ms: self.updated,
+            created_ms: self.created,
         }
     }
 }
@@ -131,14 +134,28 @@ struct Model {
     rows: Rows,
     /// One counter for every key: versions only rise.
     last_version: u64,
+    /// The lifetime a write of a namespace takes when it names none.
+    defaults: BTreeMap<String, Lifetime>,
     timers: BTreeMap<(String, String), Timer>,
     /// Partitions of each queue in creation order.
     queues: BTreeMap<String, Vec<Part>>,
     next_partition_id: u64,
 }
 
-fn expiry(now: u64, ttl_seconds: Option<u64>) -> Option<u64> {
-    ttl_seconds.map(|s| now + s * 1000)
+/// When a row written at `now`, first written at `created`, expires.
+fn deadline(lifetime: Lifetime, now: u64, created: u64) -> Option<u64> {
+    match lifetime {
+        Lifetime::Forever => None,
+        Lifetime::Seconds(s) => Some(now + s * 1000),
+        Lifetime::At(at) => Some(at),
+        Lifetime::AfterCreation(ms) => Some(created + ms),
+        Lifetime::AfterUpdate(ms) => Some(now + ms),
+    }
+}
+
+/// The lifetime an old-style operation names: seconds, or forever.
+fn of_ttl(ttl_seconds: Option<u64>) -> Option<Lifetime> {
+    Some(ttl_seconds.map_or(Lifetime::Forever, Lifetime::Seconds))
 }
 
 /// The integer an incr counts from: a JSON number without a fraction.
@@ -158,8 +175,11 @@ fn not_applied(reason: KvReason, key: &str, current: Option<&Row>) -> KvResult {
 fn is_required(op: &KvOp) -> bool {
     match op {
         KvOp::Put { required, .. }
+        | KvOp::PutWith { required, .. }
         | KvOp::Delete { required, .. }
         | KvOp::Incr { required, .. }
+        | KvOp::IncrWith { required, .. }
+        | KvOp::Touch { required, .. }
         | KvOp::Check { required, .. } => *required,
         _ => false,
     }
@@ -170,6 +190,7 @@ fn is_required(op: &KvOp) -> bool {
 struct Copy {
     rows: Rows,
     last_version: u64,
+    defaults: BTreeMap<String, Lifetime>,
     now: u64,
 }
 
@@ -178,9 +199,9 @@ impl Copy {
         self.rows.get(&(ns.to_string(), key.to_string())).filter(|r| r.live(self.now)).cloned()
     }
 
-    fn write(&mut self, ns: &str, key: &str, value: Vec<u8>, expires: Option<u64>) -> KvResult {
+    fn write(&mut self, ns: &str, key: &str, value: Vec<u8>, expires: Option<u64>, created: u64) -> KvResult {
         self.last_version += 1;
-        let row = Row { value, version: self.last_version, expires, updated: self.now };
+        let row = Row { value, version: self.last_version, expires, updated: self.now, created };
         let view = row.view(key, true);
         self.rows.insert((ns.to_string(), key.to_string()), row);
         KvResult::Written { row: Some(view) }
@@ -200,6 +221,20 @@ impl Copy {
                 }
                 KvResult::Many { rows, missing, truncated: false }
             }
+            KvOp::Scan { ns, after, limit, keys_only } => self.eval(&KvOp::GetPrefix {
+                ns: ns.clone(),
+                prefix: String::new(),
+                after: after.clone(),
+                limit: *limit,
+                keys_only: *keys_only,
+            }),
+            KvOp::Configure { ns, expiration } => {
+                match expiration {
+                    Some(l) => self.defaults.insert(ns.clone(), *l),
+                    None => self.defaults.remove(ns),
+                };
+                KvResult::Configured { expiration: *expiration }
+            }
             KvOp::GetPrefix { ns, prefix, after, limit, keys_only } => {
                 let all: Vec<KvRowView> = self
                     .rows
@@ -218,19 +253,9 @@ impl Copy {
                 KvResult::Prefix { rows, truncated, next_after }
             }
             KvOp::Put { ns, key, value, ttl_seconds, expect, .. } => {
-                let cur = self.live(ns, key);
-                let verdict = match (expect, &cur) {
-                    (None, _) => None,
-                    (Some(0), None) => None,
-                    (Some(0), Some(_)) => Some(KvReason::Exists),
-                    (Some(_), None) => Some(KvReason::Absent),
-                    (Some(n), Some(c)) => (c.version != *n).then_some(KvReason::Version),
-                };
-                match verdict {
-                    Some(reason) => not_applied(reason, key, cur.as_ref()),
-                    None => self.write(ns, key, value.clone(), expiry(self.now, *ttl_seconds)),
-                }
+                self.put(ns, key, value, of_ttl(*ttl_seconds), *expect)
             }
+            KvOp::PutWith { ns, key, value, lifetime, expect, .. } => self.put(ns, key, value, *lifetime, *expect),
             KvOp::Delete { ns, key, expect, .. } => {
                 let Some(cur) = self.live(ns, key) else {
                     return not_applied(KvReason::Absent, key, None);
@@ -252,23 +277,86 @@ impl Copy {
                 (Some(_), n) => KvResult::Checked { version: n },
             },
             KvOp::Incr { ns, key, delta, min, max, ttl_seconds, .. } => {
-                let cur = self.live(ns, key);
-                // An absent counter starts at zero with the call's lifetime;
-                // a live one keeps its own.
-                let (base, expires) = match &cur {
-                    None => (0, expiry(self.now, *ttl_seconds)),
-                    Some(c) => match integer(&c.value) {
-                        Some(v) => (v, c.expires),
-                        None => return not_applied(KvReason::Type, key, Some(c)),
-                    },
+                self.incr(ns, key, *delta, (*min, *max), of_ttl(*ttl_seconds))
+            }
+            KvOp::IncrWith { ns, key, delta, min, max, lifetime, .. } => {
+                self.incr(ns, key, *delta, (*min, *max), *lifetime)
+            }
+            KvOp::Touch { ns, key, lifetime, expect, .. } => {
+                let Some(lifetime) = self.resolve(ns, *lifetime) else {
+                    return not_applied(KvReason::NoLifetime, key, None);
                 };
-                match base.checked_add(*delta) {
-                    Some(n) if min.is_none_or(|m| n >= m) && max.is_none_or(|m| n <= m) => {
-                        self.write(ns, key, n.to_string().into_bytes(), expires)
-                    }
-                    _ => not_applied(KvReason::Limit, key, cur.as_ref()),
+                // A touch rewrites a live row as it is, under a new deadline.
+                match self.live(ns, key) {
+                    None => not_applied(KvReason::Absent, key, None),
+                    Some(c) if expect.is_some_and(|n| n != c.version) => not_applied(KvReason::Version, key, Some(&c)),
+                    Some(c) => self.write(ns, key, c.value.clone(), deadline(lifetime, self.now, c.created), c.created),
                 }
             }
+        }
+    }
+
+    /// The write's own lifetime, else its namespace's default.
+    fn resolve(&self, ns: &str, given: Option<Lifetime>) -> Option<Lifetime> {
+        given.or_else(|| self.defaults.get(ns).copied())
+    }
+
+    fn put(&mut self, ns: &str, key: &str, value: &[u8], given: Option<Lifetime>, expect: Option<u64>) -> KvResult {
+        let Some(lifetime) = self.resolve(ns, given) else {
+            return not_applied(KvReason::NoLifetime, key, None);
+        };
+        let cur = self.live(ns, key);
+        let verdict = match (expect, &cur) {
+            (None, _) => None,
+            (Some(0), None) => None,
+            (Some(0), Some(_)) => Some(KvReason::Exists),
+            (Some(_), None) => Some(KvReason::Absent),
+            (Some(n), Some(c)) => (c.version != n).then_some(KvReason::Version),
+        };
+        if let Some(reason) = verdict {
+            return not_applied(reason, key, cur.as_ref());
+        }
+        // Overwriting a live row keeps its creation; an expired or absent
+        // one starts a new life now.
+        let created = cur.as_ref().map_or(self.now, |c| c.created);
+        self.write(ns, key, value.to_vec(), deadline(lifetime, self.now, created), created)
+    }
+
+    fn incr(
+        &mut self,
+        ns: &str,
+        key: &str,
+        delta: i64,
+        bounds: (Option<i64>, Option<i64>),
+        given: Option<Lifetime>,
+    ) -> KvResult {
+        let Some(lifetime) = self.resolve(ns, given) else {
+            return not_applied(KvReason::NoLifetime, key, None);
+        };
+        let cur = self.live(ns, key);
+        // An absent counter starts at zero with the call's lifetime; a live
+        // one keeps its deadline unless the lifetime counts from creation or
+        // from this write.
+        let (base, expires, created) = match &cur {
+            None => (0, deadline(lifetime, self.now, self.now), self.now),
+            Some(c) => match integer(&c.value) {
+                Some(v) => {
+                    let expires = match lifetime {
+                        Lifetime::AfterCreation(_) | Lifetime::AfterUpdate(_) => {
+                            deadline(lifetime, self.now, c.created)
+                        }
+                        _ => c.expires,
+                    };
+                    (v, expires, c.created)
+                }
+                None => return not_applied(KvReason::Type, key, Some(c)),
+            },
+        };
+        match base.checked_add(delta) {
+            Some(n) if bounds.0.is_none_or(|m| n >= m) && bounds.1.is_none_or(|m| n <= m) => {
+                self.write(ns, key, n.to_string().into_bytes(), expires, created)
+            }
+            _ => not_applied(KvReason::Limit, key, cur.as_ref()),
         }
     }
 }
@@ -279,6 +367,7 @@ impl Model {
             now: 0,
             rows: Rows::new(),
             last_version: 0,
+            defaults: BTreeMap::new(),
             timers: BTreeMap::new(),
             queues: BTreeMap::new(),
             next_partition_id: 1,
@@ -291,12 +380,18 @@ impl Model {
 
     /// Judges a KV call; `Err` is the first required operation that lost.
     fn kv_plan(&self, ops: &[KvOp]) -> Result<(Vec<KvResult>, Copy), KvRefusal> {
-        let mut copy = Copy { rows: self.rows.clone(), last_version: self.last_version, now: self.now };
+        let mut copy = Copy {
+            rows: self.rows.clone(),
+            last_version: self.last_version,
+            defaults: self.defaults.clone(),
+            now: self.now,
+        };
         let mut results = Vec::new();
         for (index, op) in ops.iter().enumerate() {
             let r = copy.eval(op);
             if let KvResult::NotApplied { reason, current } = &r {
-                if is_required(op) {
+                // A write with no lifetime refuses its call, required or not.
+                if is_required(op) || *reason == KvReason::NoLifetime {
                     return Err(KvRefusal { index, reason: *reason, current: current.clone() });
                 }
             }
@@ -308,6 +403,7 @@ impl Model {
     fn take(&mut self, copy: Copy) {
         self.rows = copy.rows;
         self.last_version = copy.last_version;
+        self.defaults = copy.defaults;
     }
 
     /// Pushes items in order; a transaction id already in the partition is
@@ -497,11 +593,109 @@ enum Expect {
 enum KvSpec {
     Get(usize, usize),
     GetMany(usize, Vec<usize>),
-    GetPrefix { ns: usize, prefix: usize, after: Option<usize>, limit: u32, keys_only: bool },
-    Put { ns: usize, key: usize, value: usize, ttl: Option<u64>, expect: Option<Expect>, required: bool },
-    Delete { ns: usize, key: usize, expect: Option<Expect>, required: bool },
-    Incr { ns: usize, key: usize, delta: i64, bounds: (Option<i64>, Option<i64>), ttl: Option<u64>, required: bool },
-    Check { ns: usize, key: usize, expect: Expect, required: bool },
+    GetPrefix {
+        ns: usize,
+        prefix: usize,
+        after: Option<usize>,
+        limit: u32,
+        keys_only: bool,
+    },
+    Put {
+        ns: usize,
+        key: usize,
+        value: usize,
+        ttl: Option<u64>,
+        expect: Option<Expect>,
+        required: bool,
+    },
+    Delete {
+        ns: usize,
+        key: usize,
+        expect: Option<Expect>,
+        required: bool,
+    },
+    Incr {
+        ns: usize,
+        key: usize,
+        delta: i64,
+        bounds: (Option<i64>, Option<i64>),
+        ttl: Option<u64>,
+        required: bool,
+    },
+    Check {
+        ns: usize,
+        key: usize,
+        expect: Expect,
+        required: bool,
+    },
+    /// `life: None` takes the namespace default.
+    PutWith {
+        ns: usize,
+        key: usize,
+        value: usize,
+        life: Option<LifeSpec>,
+        expect: Option<Expect>,
+        required: bool,
+    },
+    IncrWith {
+        ns: usize,
+        key: usize,
+        delta: i64,
+        life: Option<LifeSpec>,
+        required: bool,
+    },
+    Configure {
+        ns: usize,
+        life: Option<LifeSpec>,
+    },
+    Touch {
+        ns: usize,
+        key: usize,
+        life: Option<LifeSpec>,
+        expect: Option<Expect>,
+        required: bool,
+    },
+    Scan {
+        ns: usize,
+        after: Option<usize>,
+        limit: u32,
+        keys_only: bool,
+    },
+}
+
+/// A lifetime of a few seconds at most, so rows expire within a run;
+/// `At` is relative to the entry's time (possibly already past).
+#[derive(Debug, Clone, Copy)]
+enum LifeSpec {
+    Forever,
+    Seconds(u64),
+    At(i64),
+    AfterCreation(u64),
+    AfterUpdate(u64),
+}
+
+impl LifeSpec {
+    fn at(self, now: u64) -> Lifetime {
+        match self {
+            LifeSpec::Forever => Lifetime::Forever,
+            LifeSpec::Seconds(s) => Lifetime::Seconds(s),
+            LifeSpec::At(off) => Lifetime::At((now as i64 + off).max(1) as u64),
+            LifeSpec::AfterCreation(ms) => Lifetime::AfterCreation(ms),
+            LifeSpec::AfterUpdate(ms) => Lifetime::AfterUpdate(ms),
+        }
+    }
+}
+
+fn life_s() -> impl Strategy<Value = LifeSpec> {
+    // Whole half seconds often, so deadlines land exactly on entry times.
+    let ms = prop_oneof![1u64..4_000, (1u64..8).prop_map(|k| k * 500)];
+    prop_oneof![
+        1 => Just(LifeSpec::Forever),
+        1 => (1u64..4).prop_map(LifeSpec::Seconds),
+        1 => prop_oneof![-1_000i64..4_000, (-2i64..8).prop_map(|k| k * 500)].prop_map(LifeSpec::At),
+        2 => ms.clone().prop_map(LifeSpec::AfterCreation),
+        2 => ms.prop_map(LifeSpec::AfterUpdate),
+    ]
 }
 
 #[derive(Debug, Clone)]
@@ -597,7 +791,57 @@ fn kv_spec(in_txn: bool) -> BoxedStrategy<KvSpec> {
                 .boxed(),
         ),
     ];
+    choices.push((
+        4,
+        (
+            ns.clone(),
+            key.clone(),
+            0..VALUES.len(),
+            prop::option::weighted(0.8, life_s()),
+            prop::option::weighted(0.4, expect_s()),
+            required(),
+        )
+            .prop_map(|(ns, key, value, life, expect, required)| KvSpec::PutWith {
+                ns,
+                key,
+                value,
+                life,
+                expect,
+                required,
+            })
+            .boxed(),
+    ));
+    choices.push((
+        2,
+        (ns.clone(), key.clone(), -3i64..6, prop::option::weighted(0.8, life_s()), required())
+            .prop_map(|(ns, key, delta, life, required)| KvSpec::IncrWith { ns, key, delta, life, required })
+            .boxed(),
+    ));
+    choices.push((
+        1,
+        (ns.clone(), prop::option::weighted(0.7, life_s()))
+            .prop_map(|(ns, life)| KvSpec::Configure { ns, life })
+            .boxed(),
+    ));
+    choices.push((
+        2,
+        (
+            ns.clone(),
+            key.clone(),
+            prop::option::weighted(0.8, life_s()),
+            prop::option::weighted(0.3, expect_s()),
+            required(),
+        )
+            .prop_map(|(ns, key, life, expect, required)| KvSpec::Touch { ns, key, life, expect, required })
+            .boxed(),
+    ));
     if !in_txn {
+        choices.push((
+            1,
+            (ns.clone(), prop::option::of(key.clone()), 1u32..4, any::<bool>())
+                .prop_map(|(ns, after, limit, keys_only)| KvSpec::Scan { ns, after, limit, keys_only })
+                .boxed(),
+        ));
         choices.push((
             2,
             (ns, 0..PREFIXES.len(), prop::option::of(key), 0u32..3, any::<bool>())
@@ -729,6 +973,39 @@ impl Resolver {
                 key: s(KEYS[*key]),
                 expect: e(*expect, *ns, *key),
                 required: *required,
+            },
+            KvSpec::PutWith { ns, key, value, life, expect, required } => KvOp::PutWith {
+                ns: s(NAMESPACES[*ns]),
+                key: s(KEYS[*key]),
+                value: VALUES[*value].as_bytes().to_vec(),
+                lifetime: life.map(|l| l.at(at)),
+                expect: expect.map(|x| e(x, *ns, *key)),
+                required: *required,
+            },
+            KvSpec::IncrWith { ns, key, delta, life, required } => KvOp::IncrWith {
+                ns: s(NAMESPACES[*ns]),
+                key: s(KEYS[*key]),
+                delta: *delta,
+                min: None,
+                max: Some(8),
+                lifetime: life.map(|l| l.at(at)),
+                required: *required,
+            },
+            KvSpec::Touch { ns, key, life, expect, required } => KvOp::Touch {
+                ns: s(NAMESPACES[*ns]),
+                key: s(KEYS[*key]),
+                lifetime: life.map(|l| l.at(at)),
+                expect: expect.map(|x| e(x, *ns, *key)).filter(|v| *v > 0),
+                required: *required,
+            },
+            KvSpec::Configure { ns, life } => {
+                KvOp::Configure { ns: s(NAMESPACES[*ns]), expiration: life.map(|l| l.at(at)) }
+            }
+            KvSpec::Scan { ns, after, limit, keys_only } => KvOp::Scan {
+                ns: s(NAMESPACES[*ns]),
+                after: after.map(|k| s(KEYS[k])),
+                limit: *limit,
+                keys_only: *keys_only,
             },
         }
     }
@@ -870,6 +1147,13 @@ fn compare(state: &State, model: &Model, bodies: &Bodies) -> Result<(), String> 
                 }
             }
             let held = model.rows.contains_key(&(ns.to_string(), key.to_string()));
+            if state.kv.default_lifetime(ns) != model.defaults.get(ns).copied() {
+                return Err(format!(
+                    "default of {ns}: {:?}, the model's {:?}",
+                    state.kv.default_lifetime(ns),
+                    model.defaults.get(ns)
+                ));
+            }
             if state.kv.row(ns, key).is_some() != held {
                 return Err(format!("{ns}/{key} held by the state: {}, by the model: {held}", !held));
             }

@@ -89,6 +89,23 @@ pub const KV_PREFIX_LIMIT_MAX: u32 = 1_000;
 pub const KV_READ_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Longest KV or lock lifetime, in seconds (10 years).
 pub const KV_TTL_SECONDS_MAX: u64 = 10 * 365 * 86_400;
+/// Largest `afterCreationMs` / `afterUpdateMs` (ms): the same ten years as
+/// `ttlSeconds`.
+pub const KV_LIFETIME_MS_MAX: u64 = KV_TTL_SECONDS_MAX * 1000;
+/// Latest `expiresAt` (ms since the epoch): 9999-12-31T23:59:59.999Z, the
+/// last instant the wire's four-digit year can write.
+pub const KV_EXPIRES_AT_MS_MAX: u64 = 253_402_300_799_999;
+/// Rows when a `scan` names no `limit`.
+pub const KV_SCAN_LIMIT_DEFAULT: u32 = 100;
+/// Most rows per `scan` page (larger limits are refused).
+pub const KV_SCAN_LIMIT_MAX: u32 = 1_000;
+/// Rows one sweep entry frees at most, so a sweep never makes one entry
+/// slow; the next sweep (a second later) takes the rest.
+pub const KV_SWEEP_ROWS_MAX: usize = 10_000;
+/// Expired rows (not yet swept) one `getPrefix` or `scan` page steps over
+/// before it answers `truncated` with `nextAfter` past them, so a page's cost
+/// stays bounded however many rows just expired.
+pub const KV_READ_EXPIRED_SKIP_MAX: usize = 10_000;
 /// Longest lock or semaphore name, in bytes (no control characters, no `#`).
 pub const LOCK_NAME_BYTES_MAX: usize = 256;
 /// Longest lock owner, in bytes.

@@ -20,13 +20,14 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use regina_state::command::{KvCmd, KvOp};
-use regina_state::outcome::{KvOutcome, KvRefusal, KvResult, KvRowView};
+use regina_state::outcome::{KvOutcome, KvReason, KvRefusal, KvResult, KvRowView};
 use regina_state::{Command, Outcome};
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 use regina_types::time::format_iso;
 
 use super::error::KvError;
 use super::kv_input::{operations, parse_op, parse_ops, Fields, Scope, Surface};
+use super::kv_lifetime::lifetime_json;
 use crate::node::Node;
 
 /// The body as bytes, refused in the KV envelope when unreadable.
@@ -47,6 +48,9 @@ pub async fn batch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
     let ops = parse_ops(&raw, Scope::Call)?;
     let outcome = run(&node, &ops).await?;
     Ok(match outcome {
+        KvOutcome::Refused(r) if r.reason == KvReason::NoLifetime => {
+            return Err(no_lifetime(&format!("operations[{}]", r.index), &ops[r.index]))
+        }
         KvOutcome::Refused(r) => precondition(&r, "nothing in the call was applied").into_response(),
         KvOutcome::Done(results) => {
             let results = ops.iter().zip(&results).enumerate().map(|(i, (op, r))| result_json(i, op, r)).collect();
@@ -136,9 +140,27 @@ async fn one(
     let op = parse_op(&fields, Scope::Call)?;
     let ops = [op];
     Ok(match run(node, &ops).await? {
+        KvOutcome::Refused(r) if r.reason == KvReason::NoLifetime => return Err(no_lifetime("body", &ops[0])),
         KvOutcome::Refused(r) => precondition(&r, "nothing was applied").into_response(),
         KvOutcome::Done(results) => axum::Json(result_json(0, &ops[0], &results[0])).into_response(),
     })
+}
+
+/// A write that named no lifetime in a namespace without a default: the
+/// state refuses it (the default is judged where it is stored, at the
+/// entry's time), and it answers as the malformed request it is.
+pub fn no_lifetime(at: &str, op: &KvOp) -> KvError {
+    let ns = match op {
+        KvOp::PutWith { ns, .. } | KvOp::IncrWith { ns, .. } | KvOp::Touch { ns, .. } => ns.as_str(),
+        _ => "",
+    };
+    KvError::bad(
+        "kv_expiry_not_specified",
+        format!(
+            "{at}: a write names one of ttlSeconds, forever: true, expiresAt, afterCreationMs and afterUpdateMs, \
+             and namespace {ns:?} has no default expiration"
+        ),
+    )
 }
 
 /// The answer to a call a `required` operation refused.
@@ -190,10 +212,18 @@ pub struct KvJson<'a> {
     value: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<u64>,
+    /// `Some(None)`: a row that never expires, written as `null`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at: Option<String>,
+    expires_at: Option<Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    created_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ns: Option<&'a str>,
+    /// A configure's answer: the namespace default now (`null`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expiration: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rows: Option<Vec<RowJson<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -213,6 +243,7 @@ pub struct RowJson<'a> {
     version: u64,
     expires_at: Option<String>,
     updated_at: String,
+    created_at: String,
 }
 
 impl KvJson<'_> {
@@ -235,6 +266,7 @@ fn row_json(row: &KvRowView) -> RowJson<'_> {
         version: row.version,
         expires_at: row.expires_ms.map(format_iso),
         updated_at: format_iso(row.updated_ms),
+        created_at: format_iso(row.created_ms),
     }
 }
 
@@ -244,10 +276,13 @@ fn op_name(op: &KvOp) -> (&'static str, Option<&str>) {
         KvOp::GetMany { .. } => ("getMany", None),
         KvOp::GetPrefix { .. } => ("getPrefix", None),
         // putIfAbsent is a put with expect 0, and answers as one.
-        KvOp::Put { key, .. } => ("put", Some(key)),
+        KvOp::Put { key, .. } | KvOp::PutWith { key, .. } => ("put", Some(key)),
         KvOp::Delete { key, .. } => ("delete", Some(key)),
-        KvOp::Incr { key, .. } => ("incr", Some(key)),
+        KvOp::Incr { key, .. } | KvOp::IncrWith { key, .. } => ("incr", Some(key)),
         KvOp::Check { key, .. } => ("check", Some(key)),
+        KvOp::Touch { key, .. } => ("touch", Some(key)),
+        KvOp::Configure { .. } => ("configure", None),
+        KvOp::Scan { .. } => ("scan", None),
     }
 }
 
@@ -257,8 +292,9 @@ pub fn result_json<'a>(index: usize, op: &'a KvOp, r: &'a KvResult) -> KvJson<'a
     let with_row = |j: KvJson<'a>, row: &'a KvRowView| KvJson {
         value: raw(row),
         version: Some(row.version),
-        expires_at: row.expires_ms.map(format_iso),
+        expires_at: Some(row.expires_ms.map(format_iso)),
         updated_at: Some(format_iso(row.updated_ms)),
+        created_at: Some(format_iso(row.created_ms)),
         ..j
     };
     match r {
@@ -279,6 +315,15 @@ pub fn result_json<'a>(index: usize, op: &'a KvOp, r: &'a KvResult) -> KvJson<'a
         KvResult::Written { row: Some(row) } => with_row(KvJson { applied: Some(true), ..base }, row),
         KvResult::Written { row: None } => KvJson { applied: Some(true), version: Some(0), ..base },
         KvResult::Checked { version } => KvJson { applied: Some(true), version: Some(*version), ..base },
+        KvResult::Configured { expiration } => KvJson {
+            applied: Some(true),
+            ns: match op {
+                KvOp::Configure { ns, .. } => Some(ns),
+                _ => None,
+            },
+            expiration: Some(expiration.as_ref().map_or(Value::Null, lifetime_json)),
+            ..base
+        },
         KvResult::NotApplied { reason, current } => {
             let j = KvJson { applied: Some(false), reason: Some(reason.as_str()), version: Some(0), ..base };
             match current {

@@ -10,10 +10,12 @@ use serde_json::value::RawValue;
 use regina_state::command::KvOp;
 use regina_types::limits::{
     KV_KEYS_PER_CALL_MAX, KV_KEYS_PER_TXN_MAX, KV_KEY_BYTES_MAX, KV_NAMESPACE_BYTES_MAX, KV_OPS_PER_CALL_MAX,
-    KV_OPS_PER_TXN_MAX, KV_PREFIX_LIMIT_DEFAULT, KV_PREFIX_LIMIT_MAX, KV_TTL_SECONDS_MAX, KV_VALUE_BYTES_MAX,
+    KV_OPS_PER_TXN_MAX, KV_PREFIX_LIMIT_DEFAULT, KV_PREFIX_LIMIT_MAX, KV_SCAN_LIMIT_DEFAULT, KV_SCAN_LIMIT_MAX,
+    KV_VALUE_BYTES_MAX,
 };
 
 use super::error::KvError;
+use super::kv_lifetime::{expiration, lifetime};
 
 /// Where the operations came from; a transaction has tighter limits and
 /// takes no `getPrefix`.
@@ -65,6 +67,16 @@ impl<'a> Fields<'a> {
     /// Fields of a path route's body, which names no operation itself.
     pub fn from_map(map: HashMap<String, &'a RawValue>, at: String) -> Self {
         Fields { map, at, surface: Surface::Kv }
+    }
+
+    /// Where in the request these fields are, for error details.
+    pub fn at(&self) -> &str {
+        &self.at
+    }
+
+    /// The names of the fields given, in no particular order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.map.keys().map(String::as_str)
     }
 
     pub fn fail(&self, reason: &'static str, what: impl std::fmt::Display) -> KvError {
@@ -202,7 +214,7 @@ pub fn parse_ops(raw: &[&RawValue], scope: Scope) -> Result<Vec<KvOp>, KvError> 
 fn keys_named(op: &KvOp) -> usize {
     match op {
         KvOp::GetMany { keys, .. } => keys.len(),
-        KvOp::GetPrefix { limit, .. } => *limit as usize,
+        KvOp::GetPrefix { limit, .. } | KvOp::Scan { limit, .. } => *limit as usize,
         _ => 1,
     }
 }
@@ -251,8 +263,29 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
                 keys_only: f.bool("keysOnly", "kv_bad_request")?.unwrap_or(false),
             })
         }
+        "scan" => {
+            if scope == Scope::Transaction {
+                return Err(f.fail("kv_scan_not_allowed_in_transaction", "scan is not allowed inside a transaction"));
+            }
+            let limit = f.int("limit", "kv_bad_limit", true)?.unwrap_or(KV_SCAN_LIMIT_DEFAULT as i64);
+            if limit < 1 || limit > KV_SCAN_LIMIT_MAX as i64 {
+                return Err(f.fail("kv_bad_limit", format!("limit must be from 1 to {KV_SCAN_LIMIT_MAX}, not {limit}")));
+            }
+            Ok(KvOp::Scan {
+                ns,
+                after: f.str("after", "kv_bad_request")?,
+                limit: limit as u32,
+                keys_only: f.bool("keysOnly", "kv_bad_request")?.unwrap_or(false),
+            })
+        }
+        "configure" => {
+            let raw = f.present("expiration").ok_or_else(|| {
+                f.fail("kv_bad_expiration", "configure needs expiration: an object naming one lifetime, or null")
+            })?;
+            Ok(KvOp::Configure { ns, expiration: expiration(f, raw)? })
+        }
         "put" | "putIfAbsent" => {
-            let ttl_seconds = expiry(f)?;
+            let lifetime = lifetime(f)?;
             let mut expect = expect(f)?;
             if kind == "putIfAbsent" {
                 if expect.is_some_and(|e| e != 0) {
@@ -266,7 +299,15 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
                 let detail = format!("{}: a value of {} bytes; the limit is {KV_VALUE_BYTES_MAX}", f.at, value.len());
                 return Err(KvError::too_large("kv_value_too_large", detail));
             }
-            Ok(KvOp::Put { ns, key: key()?, value, ttl_seconds, expect, required })
+            Ok(KvOp::PutWith { ns, key: key()?, value, lifetime, expect, required })
+        }
+        "touch" => {
+            let lifetime = lifetime(f)?;
+            let expect = match expect(f)? {
+                Some(0) => return Err(f.fail("kv_bad_expect", "a touch needs a live row; expect 0 never holds")),
+                e => e,
+            };
+            Ok(KvOp::Touch { ns, key: key()?, lifetime, expect, required })
         }
         "delete" => Ok(KvOp::Delete { expect: expect(f)?, ns, key: key()?, required }),
         "check" => {
@@ -274,7 +315,7 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
             Ok(KvOp::Check { ns, key: key()?, expect, required })
         }
         "incr" => {
-            let ttl_seconds = expiry(f)?;
+            let lifetime = lifetime(f)?;
             if f.raw("expect").is_some() {
                 return Err(f.fail("kv_bad_request", "incr takes no expect"));
             }
@@ -283,27 +324,10 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
                 .ok_or_else(|| f.fail("kv_bad_request", "incr needs a numeric delta"))?;
             let min = f.int("min", "kv_bad_request", true)?;
             let max = f.int("max", "kv_bad_request", true)?;
-            Ok(KvOp::Incr { ns, key: key()?, delta, min, max, ttl_seconds, required })
+            Ok(KvOp::IncrWith { ns, key: key()?, delta, min, max, lifetime, required })
         }
         "" => Err(f.fail("kv_unknown_op", "op is required")),
         other => Err(f.fail("kv_unknown_op", format!("unknown op {other:?}"))),
-    }
-}
-
-/// Exactly one of `ttlSeconds` (an integer above zero) and `forever: true`;
-/// `None` is forever.
-fn expiry(f: &Fields) -> Result<Option<u64>, KvError> {
-    let ttl = f.int("ttlSeconds", "kv_bad_ttl", false)?;
-    if let Some(t) = ttl {
-        if t <= 0 || t as u64 > KV_TTL_SECONDS_MAX {
-            return Err(f.fail("kv_bad_ttl", format!("ttlSeconds must be from 1 to {KV_TTL_SECONDS_MAX}, not {t}")));
-        }
-    }
-    let forever = f.bool("forever", "kv_expiry_not_specified")? == Some(true);
-    match (ttl, forever) {
-        (Some(t), false) => Ok(Some(t as u64)),
-        (None, true) => Ok(None),
-        _ => Err(f.fail("kv_expiry_not_specified", "a write names exactly one of ttlSeconds and forever: true")),
     }
 }
 

@@ -18,6 +18,7 @@ mod jobs_render;
 mod jobs_schema;
 mod kv;
 mod kv_input;
+mod kv_lifetime;
 mod locks;
 mod pop;
 mod push;

@@ -15,7 +15,7 @@ use serde_json::value::{to_raw_value, RawValue};
 use serde_json::{json, Value};
 
 use regina_state::command::{TxnCmd, TxnOp};
-use regina_state::outcome::{PushStatus, TxnOutcome, TxnResult};
+use regina_state::outcome::{KvReason, PushStatus, TxnOutcome, TxnResult};
 use regina_state::{Command, Outcome};
 use regina_types::limits::PUSH_ITEMS_MAX;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
@@ -24,7 +24,7 @@ use super::ack::{judge, AckBody, Judged};
 use super::binary;
 use super::error::{ApiError, ApiResult};
 use super::input::{body_bytes, json_body};
-use super::kv::{result_json, value_of};
+use super::kv::{no_lifetime, result_json, value_of};
 use super::kv_input::{parse_ops, Scope};
 use super::push::{from_binary, to_item, ItemBody};
 use super::render::uuid_string;
@@ -176,6 +176,9 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
             let mut v = super::jobs_render::refused(&refused_job, failed_index, "the transaction rolled back");
             v["transactionId"] = json!(txn_id);
             Ok(axum::Json(v).into_response())
+        }
+        TxnOutcome::Refused { kv: Some(lost), .. } if lost.reason == KvReason::NoLifetime => {
+            Ok(no_lifetime(&format!("kv[{}]", lost.index), &kv[lost.index]).in_transaction())
         }
         TxnOutcome::Refused { reason, failed_index, error, kv: lost, job: None } => {
             let mut r = refused(failed_index, &reason, &error);
