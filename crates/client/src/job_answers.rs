@@ -296,24 +296,32 @@ impl JobStats {
     }
 }
 
-/// The broker's answer to a jobs call (or step) that a `required`
-/// operation lost: nothing of the call was written.
+/// The broker's answer to a jobs call that a `required` operation lost:
+/// nothing of the call was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRefusal {
     /// The losing operation's index in the call.
     pub failed_index: usize,
     /// The losing operation's code (`JOB_EXISTS`, `LEASE_LOST`, ...).
     pub code: String,
+    /// The job the losing operation named, as it is (when it exists).
+    pub job: Option<Job>,
     pub error: String,
+    pub(crate) job_wire: Value,
 }
 
 impl JobRefusal {
-    pub(crate) fn from_wire(v: &Value) -> JobRefusal {
-        JobRefusal {
-            failed_index: u64_of(v, "failedIndex") as usize,
+    pub(crate) fn from_wire(v: &Value) -> Result<JobRefusal> {
+        // `jobIndex` is the index among job operations; in a jobs call it
+        // equals `failedIndex`.
+        let index = v.get("jobIndex").or_else(|| v.get("failedIndex")).and_then(Value::as_u64).unwrap_or(0);
+        Ok(JobRefusal {
+            failed_index: index as usize,
             code: str_of(v, "code"),
+            job: Job::field_of(v)?,
             error: str_of(v, "error"),
-        }
+            job_wire: v.get("job").cloned().unwrap_or(Value::Null),
+        })
     }
 }
 

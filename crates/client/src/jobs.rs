@@ -61,8 +61,10 @@ impl Jobs {
         // A long poll may hold the answer for the whole wait.
         let req = Request::new(Method::POST, "/api/v1/jobs").body(&body).timeout(REQUEST_TIMEOUT + wait);
         let (status, answer) = self.client.exchange(req).await?;
-        if status.as_u16() == 409 && answer.get("failedIndex").is_some() {
-            return Ok(JobBatch::Refused(JobRefusal::from_wire(&answer)));
+        // A refused call names the operation that lost (the contract says
+        // with HTTP 409; the verdict is read from the body whatever the status).
+        if answer.get("reason").and_then(Value::as_str) == Some("job_precondition") {
+            return Ok(JobBatch::Refused(JobRefusal::from_wire(&answer)?));
         }
         if !status.is_success() {
             return Err(Error::from_answer(status, &answer));
@@ -71,12 +73,12 @@ impl Jobs {
     }
 
     /// Sends one operation and answers its result. A lone `required` write
-    /// that lost answers what a plain refusal does (`applied: false` and
-    /// its `code`), without the job (the refused call names none).
+    /// that lost answers what a plain refusal does: `applied: false`, its
+    /// `code` and the job as it is.
     pub async fn one(&self, op: JobOp) -> Result<Value> {
         match self.batch(std::slice::from_ref(&op)).await? {
             JobBatch::Done(mut r) => Ok(r.remove(0)),
-            JobBatch::Refused(r) => Ok(json!({ "applied": false, "code": r.code, "job": Value::Null })),
+            JobBatch::Refused(r) => Ok(json!({ "applied": false, "code": r.code, "job": r.job_wire })),
         }
     }
 
