@@ -55,12 +55,12 @@ async fn jobs(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
         let id = op["id"].as_str().unwrap_or_default().to_string();
         match op["op"].as_str().unwrap() {
             "enqueue" => {
-                if b.jobs.contains_key(&id) {
+                if let std::collections::btree_map::Entry::Vacant(e) = b.jobs.entry(id) {
+                    e.insert((None, false));
+                    results.push(json!({"applied": true, "job": {}}));
+                } else {
                     b.enqueued_twice += 1;
                     results.push(json!({"applied": false, "code": "JOB_EXISTS"}));
-                } else {
-                    b.jobs.insert(id, (None, false));
-                    results.push(json!({"applied": true, "job": {}}));
                 }
             }
             "claim" => {

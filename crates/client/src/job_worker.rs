@@ -295,14 +295,14 @@ impl JobWorker {
     {
         let mut report = WorkerReport::default();
         let mut pause = ERROR_PAUSE_MIN;
-        while !*stop.borrow() {
+        while !is_set(stop) {
             let request_id = uuid::Uuid::now_v7().to_string();
             let op = self.claim_op(&request_id).wait(self.wait);
             let sent = Instant::now();
             let claimed = tokio::select! {
                 biased;
                 r = self.queue.jobs().claim(op) => r,
-                _ = stop.wait_for(|s| *s) => {
+                _ = wait_set(stop) => {
                     self.give_back_abandoned(&request_id, &mut report).await;
                     break;
                 }
@@ -414,10 +414,20 @@ impl JobWorker {
     }
 }
 
+fn is_set(rx: &watch::Receiver<bool>) -> bool {
+    *rx.borrow()
+}
+
+/// Resolves when `rx` turns `true` (or its sender is gone), holding no
+/// borrow of it afterwards.
+async fn wait_set(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await.map(|_| ());
+}
+
 async fn sleep_unless_stopped(d: Duration, stop: &mut watch::Receiver<bool>) {
     tokio::select! {
         _ = tokio::time::sleep(d) => {}
-        _ = stop.wait_for(|s| *s) => {}
+        _ = wait_set(stop) => {}
     }
 }
 
@@ -444,10 +454,11 @@ async fn renew_loop(lease: Arc<Lease>) {
         let op = JobOp::renew(&lease.claim()).lease(lease.length);
         match lease.queue.jobs().renew(op).await {
             Ok(JobRenewal::Renewed(c)) => {
-                let mut held = lease.claim.lock().expect("claim lock");
-                held.token = c.token;
-                held.expires_at = c.expires_at;
-                drop(held);
+                {
+                    let mut held = lease.claim.lock().expect("claim lock");
+                    held.token = c.token;
+                    held.expires_at = c.expires_at;
+                }
                 *lease.renewed_at.lock().expect("renewed_at lock") = sent;
                 delay = every;
             }

@@ -29,7 +29,7 @@ pub enum JobBatch {
     /// One raw result per operation, in order.
     Done(Vec<Value>),
     /// A `required` operation did not apply; nothing of the call was written.
-    Refused(JobRefusal),
+    Refused(Box<JobRefusal>),
 }
 
 /// The jobs of one broker.
@@ -64,7 +64,7 @@ impl Jobs {
         // A refused call names the operation that lost (the contract says
         // with HTTP 409; the verdict is read from the body whatever the status).
         if answer.get("reason").and_then(Value::as_str) == Some("job_precondition") {
-            return Ok(JobBatch::Refused(JobRefusal::from_wire(&answer)?));
+            return Ok(JobBatch::Refused(Box::new(JobRefusal::from_wire(&answer)?)));
         }
         if !status.is_success() {
             return Err(Error::from_answer(status, &answer));
