@@ -93,6 +93,15 @@ pub enum Command {
         tenant: String,
         command: Box<Command>,
     },
+    /// A job-queue call: its operations in order, all or nothing when one
+    /// that is `required` is refused (see `jobs`).
+    Jobs(crate::jobs::JobsCmd),
+    /// A step that also carries job riders: every rider is required, and
+    /// the step commits with them or not at all.
+    Step {
+        txn: TxnCmd,
+        jobs: Vec<crate::jobs::JobOp>,
+    },
 }
 
 impl Command {
@@ -102,24 +111,31 @@ impl Command {
         const SMALL: usize = 256;
         match self {
             Command::Push(p) => p.items.iter().map(PushItem::approx_bytes).sum::<usize>() + SMALL,
-            Command::Transaction(t) => {
-                let pushes: usize = t
-                    .ops
-                    .iter()
-                    .map(|op| match op {
-                        TxnOp::Push(item) => item.approx_bytes(),
-                        TxnOp::Ack { .. } => SMALL,
-                    })
-                    .sum();
-                let kv: usize = t.kv.iter().map(KvOp::approx_bytes).sum();
-                pushes + kv + t.timers.len() * SMALL + SMALL
-            }
+            Command::Transaction(t) => t.approx_bytes(),
+            Command::Step { txn, jobs } => txn.approx_bytes() + jobs.iter().map(|j| j.approx_bytes()).sum::<usize>(),
+            Command::Jobs(j) => j.ops.iter().map(|j| j.approx_bytes()).sum::<usize>() + SMALL,
             Command::Kv(k) => k.ops.iter().map(KvOp::approx_bytes).sum::<usize>() + SMALL,
             Command::RetryDeadLetter { item, .. } => item.approx_bytes() + SMALL,
             Command::Batch(cmds) => cmds.iter().map(Command::approx_bytes).sum(),
             Command::ForTenant { tenant, command } => tenant.len() + command.approx_bytes(),
             _ => SMALL,
         }
+    }
+}
+
+impl TxnCmd {
+    fn approx_bytes(&self) -> usize {
+        const SMALL: usize = 256;
+        let pushes: usize = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                TxnOp::Push(item) => item.approx_bytes(),
+                TxnOp::Ack { .. } => SMALL,
+            })
+            .sum();
+        let kv: usize = self.kv.iter().map(KvOp::approx_bytes).sum();
+        pushes + kv + self.timers.len() * SMALL + SMALL
     }
 }
 

@@ -21,6 +21,7 @@
 //! - [`txn`]: a step of acks, pushes and KV riders committed as one.
 //! - [`kv`], [`kv_apply`]: the key/value store and a KV call judged as one.
 //! - [`locks`]: locks and semaphores, whose permits are KV rows.
+//! - [`jobs`]: job queues by id: claims under fencing tokens, retries, results.
 //! - [`body`]: the on-disk layout of one message body.
 
 pub mod ack;
@@ -30,6 +31,7 @@ pub mod command;
 pub mod cursor;
 pub mod groups;
 pub mod hash;
+pub mod jobs;
 pub mod kv;
 pub mod kv_apply;
 pub mod lease;

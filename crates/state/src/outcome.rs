@@ -29,6 +29,7 @@ pub enum Outcome {
     /// One answer per lock operation, in order.
     Locks(Vec<LockResult>),
     Timers(Vec<crate::timers::TimerOutcome>),
+    Jobs(crate::jobs::apply::JobsOutcome),
     /// One outcome per command of a `Command::Batch`, in order.
     Batch(Vec<Outcome>),
 }
@@ -44,6 +45,8 @@ pub enum TxnOutcome {
         failed_index: usize,
         error: String,
         kv: Option<KvRefusal>,
+        /// Set when a job rider was refused.
+        job: Option<crate::jobs::apply::JobRefusal>,
     },
 }
 
@@ -53,6 +56,7 @@ pub enum TxnResult {
     Ack(AckResult),
     Kv(KvResult),
     Timer(crate::timers::TimerOutcome),
+    Job(crate::jobs::apply::JobResult),
 }
 
 /// A KV row as a reader sees it.

@@ -40,6 +40,8 @@ pub struct State {
     /// KV rows, lock permits among them.
     pub kv: crate::kv::KvStore,
     pub timers: crate::timers::Timers,
+    /// Job queues by id.
+    pub jobs: crate::jobs::JobStore,
     /// Named tenants' own states (see `tenants`); this state is the
     /// default tenant's.
     pub tenants: BTreeMap<String, State>,
@@ -48,8 +50,8 @@ pub struct State {
 /// Tag in front of every encoded state. Bump it whenever a field of the
 /// state (or of anything it holds) changes: 2 added the groups' ready sets
 /// and the partitions' lazy transaction-id index, 3 boxed that index, 4
-/// added tenants.
-pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT4";
+/// added tenants, 5 added job queues, KV lifetimes and timer failures.
+pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT5";
 
 /// The result of applying one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +84,9 @@ impl State {
             Command::ExtendLease { lease_id } => Outcome::Extend(self.extend_lease(lease_id)),
             Command::Configure(cmd) => self.configure(cmd),
             Command::DeleteQueue { queue } => self.delete_queue(queue),
-            Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, writes)),
+            Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, &[], writes)),
+            Command::Step { txn, jobs } => Outcome::Txn(self.transaction(txn, jobs, writes)),
+            Command::Jobs(cmd) => Outcome::Jobs(self.jobs.call(&cmd.ops, self.now_ms)),
             Command::DeleteGroup { group, queue, delete_metadata } => {
                 Outcome::Changed { count: self.delete_group(group, queue.as_deref(), *delete_metadata) }
             }
@@ -107,6 +111,7 @@ impl State {
                 let sweep = |s: &mut State, _: &mut Vec<BodyWrite>| {
                     s.sweep();
                     s.kv.sweep(s.now_ms, crate::kv::KV_SWEEP_ROWS_MAX);
+                    s.jobs.sweep(s.now_ms, regina_types::limits::JOB_SWEEP_ROWS_MAX);
                 };
                 sweep(self, writes);
                 self.for_each_tenant(writes, sweep);
@@ -213,6 +218,7 @@ impl State {
                 return Err(format!("tenant {name} holds tenants of its own"));
             }
         }
-        self.kv.check()
+        self.kv.check()?;
+        self.jobs.check()
     }
 }

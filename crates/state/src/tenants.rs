@@ -69,6 +69,7 @@ impl State {
     /// or queues with retention.
     pub fn wants_sweep(&self, now_ms: u64) -> bool {
         self.kv.first_expiry().is_some_and(|e| e <= now_ms)
+            || self.jobs.wants_sweep(now_ms)
             || self
                 .queues
                 .values()

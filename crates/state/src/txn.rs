@@ -1,4 +1,4 @@
-//! A transaction: acks, pushes and KV riders of one step, applied as one
+//! A transaction: acks, pushes, KV, timer and job riders of one step, applied as one
 //! entry, all or nothing. Every ack is judged first, against copies of the
 //! cursors, then the KV riders against a staged view of the store; only when
 //! nothing is refused are the pushes stored, the acks committed and the KV
@@ -7,6 +7,8 @@
 
 use crate::body::BodyWrite;
 use crate::command::{AckItem, PushCmd, TxnCmd, TxnOp};
+use crate::jobs::apply::JobsOutcome;
+use crate::jobs::JobOp;
 use crate::outcome::{TxnOutcome, TxnResult};
 use crate::state::State;
 
@@ -36,7 +38,7 @@ impl State {
         None
     }
 
-    pub(crate) fn transaction(&mut self, cmd: &TxnCmd, writes: &mut Vec<BodyWrite>) -> TxnOutcome {
+    pub(crate) fn transaction(&mut self, cmd: &TxnCmd, jobs: &[JobOp], writes: &mut Vec<BodyWrite>) -> TxnOutcome {
         let acks: Vec<(usize, (&str, &AckItem))> = cmd
             .ops
             .iter()
@@ -65,6 +67,7 @@ impl State {
                     failed_index: *op_index,
                     error: format!("QTXN {why}; the transaction rolled back"),
                     kv: None,
+                    job: None,
                 };
             }
         }
@@ -78,6 +81,7 @@ impl State {
                     p.queue, p.partition
                 ),
                 kv: None,
+                    job: None,
             };
         }
         let kv_plan = match self.kv.plan(&cmd.kv, self.now_ms) {
@@ -88,6 +92,7 @@ impl State {
                     failed_index: cmd.ops.len() + refusal.index,
                     error: "QKV a required KV precondition failed; the transaction rolled back".into(),
                     kv: Some(refusal),
+                    job: None,
                 };
             }
         };
@@ -97,8 +102,27 @@ impl State {
                 failed_index: i,
                 error: "QTXN a push would take its queue past maxSize; the transaction rolled back".into(),
                 kv: None,
+                job: None,
             };
         }
+        // Job riders apply last among the judgements: a refusal rolls them
+        // back, and nothing else has been written yet.
+        let job_results = match self.jobs.call(jobs, self.now_ms) {
+            JobsOutcome::Done(results) => results,
+            JobsOutcome::Refused(refusal) => {
+                return TxnOutcome::Refused {
+                    reason: "job_precondition".into(),
+                    failed_index: cmd.ops.len() + cmd.kv.len() + cmd.timers.len() + refusal.index,
+                    error: format!(
+                        "QJOB job rider {} was refused ({}); the transaction rolled back",
+                        refusal.index,
+                        refusal.code.as_str()
+                    ),
+                    kv: None,
+                    job: Some(refusal),
+                };
+            }
+        };
         let pushes: Vec<_> = cmd
             .ops
             .iter()
@@ -120,6 +144,7 @@ impl State {
         results.extend(self.kv.commit(kv_plan).into_iter().map(TxnResult::Kv));
         let now = self.now_ms;
         results.extend(cmd.timers.iter().map(|op| TxnResult::Timer(self.timers.apply(op, now))));
+        results.extend(job_results.into_iter().map(TxnResult::Job));
         TxnOutcome::Committed(results)
     }
 }

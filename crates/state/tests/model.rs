@@ -814,7 +814,7 @@ fn check_outcome(expected: &Expected, got: &Outcome, bodies: &Bodies) -> Result<
         (Expected::Timers(want), Outcome::Timers(o)) if want == o => Ok(()),
         (
             Expected::Txn(Err((reason, index, kv))),
-            Outcome::Txn(TxnOutcome::Refused { reason: r, failed_index, error, kv: k }),
+            Outcome::Txn(TxnOutcome::Refused { reason: r, failed_index, error, kv: k, .. }),
         ) if r == reason && failed_index == index && k == kv => {
             if error.contains("rolled back") {
                 Ok(())

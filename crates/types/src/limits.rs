@@ -85,6 +85,48 @@ pub const LOCK_OPS_PER_CALL_MAX: usize = 64;
 /// Most slots one locks call may touch (an acquire counts its limit).
 pub const LOCK_SLOTS_PER_CALL_MAX: usize = 4_096;
 
+// Job queues.
+
+/// Lease a claim takes when it names none and its queue names none, in milliseconds.
+pub const JOB_LEASE_MS_DEFAULT: u64 = 30_000;
+/// Longest lease a claim may take when its queue names no `lease.maxMs`, in milliseconds.
+pub const JOB_LEASE_MAX_MS_DEFAULT: u64 = 300_000;
+/// Largest `lease.maxMs` (and `defaultMs`) a queue may name, in milliseconds (one day).
+pub const JOB_LEASE_MS_MAX: u64 = 86_400_000;
+/// Attempts a job gets when its queue names no `retry.maxAttempts`.
+pub const JOB_MAX_ATTEMPTS_DEFAULT: u32 = 5;
+/// Largest `retry.maxAttempts`.
+pub const JOB_MAX_ATTEMPTS_MAX: u32 = 1_000_000;
+/// First retry delay when the queue names none, in milliseconds.
+pub const JOB_RETRY_INITIAL_DELAY_MS_DEFAULT: u64 = 1_000;
+/// Longest retry delay when the queue names none, in milliseconds.
+pub const JOB_RETRY_MAX_DELAY_MS_DEFAULT: u64 = 60_000;
+/// Longest delay (`delayMs`, retry delays, `at` ahead of now, retention), in milliseconds (10 years).
+pub const JOB_DELAY_MS_MAX: u64 = 10 * 365 * 86_400_000;
+/// Most operations in one jobs call (and job riders in one transaction).
+pub const JOB_OPS_MAX: usize = 256;
+/// Longest job id, in bytes (free text, 1 byte at least, no control characters).
+pub const JOB_ID_BYTES_MAX: usize = 512;
+/// Longest job scope, in bytes (may be empty: the default scope).
+pub const JOB_SCOPE_BYTES_MAX: usize = 256;
+/// Longest worker `owner` and claim `requestId`, in bytes.
+pub const JOB_OWNER_BYTES_MAX: usize = 256;
+/// Largest job payload, result or error (compact JSON text), in bytes.
+pub const JOB_PAYLOAD_BYTES_MAX: usize = 1024 * 1024;
+/// Largest `payloadSchema` or `resultSchema` (compact JSON text), in bytes.
+pub const JOB_SCHEMA_BYTES_MAX: usize = 64 * 1024;
+/// Rows a `scan` returns when it names no limit.
+pub const JOB_SCAN_LIMIT_DEFAULT: u32 = 100;
+/// Most rows one `scan` returns (larger limits are clamped).
+pub const JOB_SCAN_LIMIT_MAX: u32 = 1_000;
+/// Longest a claim long poll (`waitMs`) may wait, in milliseconds.
+pub const JOB_WAIT_MS_MAX: u64 = 60_000;
+/// How long a claim's `requestId` is remembered, so a resent claim gets its
+/// original answer, in milliseconds.
+pub const JOB_REQUEST_ID_WINDOW_MS: u64 = 600_000;
+/// Finished jobs one sweep entry drops (and expired leases it settles) at most.
+pub const JOB_SWEEP_ROWS_MAX: usize = 10_000;
+
 // Ephemeral (in-memory) queues: node-local, outside the log, lost on restart.
 
 /// Payload bytes all ephemeral queues of one node may hold together.

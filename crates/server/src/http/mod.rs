@@ -12,6 +12,10 @@ mod frames;
 mod groups;
 mod health;
 mod input;
+mod jobs;
+mod jobs_input;
+mod jobs_render;
+mod jobs_schema;
 mod kv;
 mod kv_input;
 mod locks;
@@ -52,6 +56,9 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/kv", post(kv::batch))
         .route("/api/v1/kv/{ns}/{*key}", get(kv::get_one).put(kv::put_one).delete(kv::delete_one))
         .route("/api/v1/locks", post(locks::locks))
+        .route("/api/v1/jobs", post(jobs::batch))
+        .route("/api/v1/jobs/{queue}", get(jobs::scan))
+        .route("/api/v1/jobs/{queue}/stats", get(jobs::stats))
         .route("/api/v1/timers", post(timers::post))
         .route("/api/v1/timers/{queue}", get(timers::list))
         .route("/api/v1/timers/{queue}/{*timer_key}", get(timers::peek).delete(timers::cancel))

@@ -41,6 +41,10 @@ struct TxnBody<'a> {
     kv: Vec<&'a RawValue>,
     #[serde(default)]
     timers: Vec<Value>,
+    /// Job riders (enqueue, complete, fail, release, retry, cancel); every
+    /// one is required.
+    #[serde(default)]
+    jobs: Vec<Value>,
 }
 
 /// One operation. Read in two steps (its `type`, then its body) because
@@ -88,7 +92,14 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
         Ok(t) => t,
         Err(r) => return Ok(r),
     };
-    if b.operations.is_empty() && b.kv.is_empty() && timer_ops.is_empty() && binary_pushes.is_empty() {
+    let jobs = match super::jobs_input::parse_ops(&b.jobs, super::jobs_input::Surface::Step)
+        .and_then(|jobs| super::jobs::check_schemas(&node, &jobs).map(|()| jobs))
+    {
+        Ok(jobs) => jobs,
+        Err(e) => return Ok(e.into_response()),
+    };
+    if b.operations.is_empty() && b.kv.is_empty() && timer_ops.is_empty() && binary_pushes.is_empty() && jobs.is_empty()
+    {
         return Err(ApiError::bad_request("a transaction needs at least one operation"));
     }
     let kv = match parse_ops(&b.kv, Scope::Transaction) {
@@ -149,14 +160,23 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
         }),
     );
     let txn_id = crate::ids::new_id().to_string();
-    let outcome = node
-        .propose(Command::Transaction(TxnCmd { ops: ops.clone(), kv: kv.clone(), timers: timer_ops.clone() }))
-        .await?;
+    let txn = TxnCmd { ops: ops.clone(), kv: kv.clone(), timers: timer_ops.clone() };
+    // A step without job riders keeps the older entry form.
+    let command = match jobs.is_empty() {
+        true => Command::Transaction(txn),
+        false => Command::Step { txn, jobs: jobs.iter().map(|p| p.op.clone()).collect() },
+    };
+    let outcome = node.propose(command).await?;
     let Outcome::Txn(t) = outcome else {
         return Err(ApiError::internal(format!("transaction answered {outcome:?}")));
     };
     match t {
-        TxnOutcome::Refused { reason, failed_index, error, kv: lost } => {
+        TxnOutcome::Refused { job: Some(refused_job), failed_index, .. } => {
+            let mut v = super::jobs_render::refused(&refused_job, failed_index, "the transaction rolled back");
+            v["transactionId"] = json!(txn_id);
+            Ok(axum::Json(v).into_response())
+        }
+        TxnOutcome::Refused { reason, failed_index, error, kv: lost, job: None } => {
             let mut r = refused(failed_index, &reason, &error);
             if let Some(obj) = r.1.as_object_mut() {
                 obj.insert("transactionId".into(), json!(txn_id));
@@ -174,6 +194,15 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
             let mut rendered = Vec::with_capacity(results.len());
             for (i, r) in results.iter().enumerate() {
                 let item = match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
+                    (TxnResult::Job(j), _, _) => {
+                        let op_index = i - ops.len() - kv.len() - timer_ops.len();
+                        let mut v = super::jobs_render::result(jobs[op_index].name, j);
+                        v["index"] = json!(i);
+                        v["opIndex"] = json!(op_index);
+                        v["type"] = json!("job");
+                        v["success"] = json!(true);
+                        to_raw_value(&v)
+                    }
                     (TxnResult::Timer(t), _, _) => {
                         let op_index = i - ops.len() - kv.len();
                         let mut v = super::timers::render(&timer_ops[op_index], t, None);
