@@ -20,8 +20,8 @@ use crate::progress::Progress;
 use crate::scenarios::{client, join_all};
 use crate::stats::Samples;
 
-/// Most operations one jobs call may carry (the broker's `JOB_OPS_MAX`).
-pub const ENQUEUE_BATCH_MAX: usize = 256;
+/// Most operations one jobs call may carry.
+pub const ENQUEUE_BATCH_MAX: usize = regina_types::limits::JOB_OPS_MAX;
 /// Progress counters.
 const ENQUEUED: usize = 0;
 const COMPLETED: usize = 1;

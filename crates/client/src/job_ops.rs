@@ -167,7 +167,9 @@ impl JobOp {
         self
     }
 
-    /// For enqueue: overwrites a job of the same id instead of being refused.
+    /// For enqueue: a finished (completed or failed) job of the same id is
+    /// replaced by the new one instead of refusing it; a pending or leased
+    /// one still refuses it (`JOB_EXISTS`).
     pub fn replace(mut self) -> JobOp {
         self.0["replace"] = json!(true);
         self

@@ -217,11 +217,13 @@ impl Step {
             let (body, tokens) = self.body();
             let answer = self.client.post("/api/v1/transaction", &body).await?;
             if bool_of(&answer, "success") {
-                let list = |k: &str| answer.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
+                let results = answer.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
+                // Job riders answer last in the flat list, marked `type: job`.
+                let jobs = results.iter().filter(|r| r.get("type").and_then(Value::as_str) == Some("job")).cloned();
                 return Ok(StepOutcome::Committed(Committed {
                     transaction_id: str_of(&answer, "transactionId"),
-                    results: list("results"),
-                    jobs: list("jobs"),
+                    jobs: jobs.collect(),
+                    results,
                 }));
             }
             let mut refused = Refused::from_wire(&answer);
@@ -285,9 +287,9 @@ impl StepOutcome {
 pub struct Committed {
     pub transaction_id: String,
     /// One raw result per pushed item and ack (in the order added), then per
-    /// KV operation (guards first), then per timer.
+    /// KV operation (guards first), then per timer, then per job rider.
     pub results: Vec<Value>,
-    /// One result per job rider, in the order added.
+    /// The job riders' results alone, in the order added (each also in `results`).
     pub jobs: Vec<Value>,
 }
 
@@ -298,10 +300,10 @@ pub struct Refused {
     /// `kv_precondition` (a guard, `once` or `required` operation lost) or
     /// `job_precondition` (a job rider did not apply).
     pub reason: String,
-    /// Index of the refused operation in the flat space of
-    /// [`Committed::results`]; for `job_precondition`, its index among the
-    /// job riders.
+    /// Index of the refused operation in the flat space of [`Committed::results`].
     pub failed_index: usize,
+    /// For `job_precondition`: the rider's index among the job riders.
+    pub job_index: Option<usize>,
     /// For `job_precondition`: the rider's code (`LEASE_LOST`, `JOB_EXISTS`, ...).
     pub code: Option<String>,
     /// For `kv_precondition`: `exists`, `version` or `absent`.
@@ -323,6 +325,7 @@ impl Refused {
             version: v.get("version").and_then(Value::as_u64),
             value: v.get("value").cloned().unwrap_or(Value::Null),
             lost_guard: false,
+            job_index: v.get("jobIndex").and_then(Value::as_u64).map(|i| i as usize),
             code: opt_str(v, "code"),
             error: str_of(v, "error"),
         }

@@ -47,9 +47,8 @@ async fn every_operation_round_trips() {
     let again = q.enqueue("j1", json!({"to": "bob"})).await.unwrap();
     assert_eq!((again.applied, again.code.as_deref()), (false, Some("JOB_EXISTS")));
     assert_eq!(again.job.unwrap().payload, json!({"to": "ada"}), "the refused enqueue changed nothing");
-    let replaced = client.jobs().write(JobOp::enqueue("emails", "j1", json!({"to": "eve"})).replace()).await.unwrap();
-    assert!(replaced.applied);
-    assert_eq!(q.get("j1").await.unwrap().unwrap().payload, json!({"to": "eve"}));
+    let unfinished = client.jobs().write(JobOp::enqueue("emails", "j1", json!({"to": "eve"})).replace()).await;
+    assert_eq!(unfinished.unwrap().code.as_deref(), Some("JOB_EXISTS"), "replace takes only a finished job's id");
 
     // Claim, renew, complete.
     let claim = q.claim("w1").await.unwrap().expect("a ready job");
@@ -97,6 +96,13 @@ async fn every_operation_round_trips() {
     assert!(!stats.ready);
     assert!(stats.next_available_at.is_some());
     assert_eq!(q.read_stats().await.unwrap(), stats, "the read route gives the same figures");
+
+    // A finished job's id is taken until replaced.
+    assert_eq!(q.enqueue("j1", json!({"to": "eve"})).await.unwrap().code.as_deref(), Some("JOB_EXISTS"));
+    let replaced = client.jobs().write(JobOp::enqueue("emails", "j1", json!({"to": "eve"})).replace()).await.unwrap();
+    assert!(replaced.applied, "{replaced:?}");
+    let fresh = q.get("j1").await.unwrap().unwrap();
+    assert_eq!((fresh.state, fresh.payload, fresh.attempts), (JobState::Pending, json!({"to": "eve"}), 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,7 +242,8 @@ async fn job_riders_commit_with_a_push_or_not_at_all() {
         .unwrap();
     let StepOutcome::Committed(c) = outcome else { panic!("the step commits: {outcome:?}") };
     assert_eq!(c.jobs.len(), 2, "{c:?}");
-    assert_eq!(c.jobs[0]["applied"], true);
+    assert_eq!(c.results.len(), 3, "the push, then the riders: {c:?}");
+    assert_eq!((c.jobs[0]["applied"].clone(), c.jobs[1]["op"].clone()), (json!(true), json!("enqueue")));
     let done = q.get("o1").await.unwrap().unwrap();
     assert_eq!((done.state, done.result), (JobState::Completed, json!({"receipt": "r1"})));
     assert_eq!(q.get("o1-followup").await.unwrap().unwrap().state, JobState::Pending);
@@ -252,7 +259,7 @@ async fn job_riders_commit_with_a_push_or_not_at_all() {
         .unwrap();
     let r = again.refused().expect("a rider with a lost lease refuses the step");
     assert_eq!(r.reason, "job_precondition");
-    assert_eq!((r.failed_index, r.code.as_deref()), (0, Some("LEASE_LOST")));
+    assert_eq!((r.failed_index, r.job_index, r.code.as_deref()), (1, Some(0), Some("LEASE_LOST")), "after the push");
     assert_eq!(all_messages(&client, "receipts").await.len(), 1, "the refused step pushed nothing");
     assert_eq!(q.get("o1").await.unwrap().unwrap().result, json!({"receipt": "r1"}));
 }
