@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::{Error, Result};
-use crate::job_answers::{Claim, JobRenewal, JobWrite};
+use crate::job_answers::{Claim, Job, JobRenewal, JobState, JobWrite};
 use crate::job_ops::JobOp;
 use crate::jobs::JobQueue;
 
@@ -402,15 +402,32 @@ impl JobWorker {
     /// long as the lease may still hold.
     async fn settle(&self, lease: &Lease, op: JobOp) -> Result<JobWrite> {
         let mut pause = ERROR_PAUSE_MIN;
+        let mut resent = false;
         loop {
             match self.queue.jobs().write(op.clone()).await {
                 Err(e) if retryable(&e) && Instant::now() + pause < lease.deadline() => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(ERROR_PAUSE_MAX);
+                    resent = true;
+                }
+                // A resend refused because an earlier send (whose answer was
+                // lost) already settled the job: that earlier send applied.
+                Ok(w) if resent && !w.applied && w.job.as_ref().is_some_and(|j| settled_by(&op, j)) => {
+                    return Ok(JobWrite { applied: true, code: None, ..w });
                 }
                 v => return v,
             }
         }
+    }
+}
+
+/// True when `job` is what `op` (a complete or a fail) leaves behind.
+fn settled_by(op: &JobOp, job: &Job) -> bool {
+    let sent = &op.0;
+    match op.name() {
+        "complete" => job.state == JobState::Completed && sent.get("result").unwrap_or(&Value::Null) == &job.result,
+        "fail" => job.state != JobState::Leased && sent.get("error") == Some(&job.error),
+        _ => false,
     }
 }
 
@@ -475,5 +492,78 @@ async fn renew_loop(lease: Arc<Lease>) {
                 delay = (left / 4).clamp(RENEW_RETRY_FLOOR, every.max(RENEW_RETRY_FLOOR));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::job_answers::JobToken;
+
+    fn claim() -> Claim {
+        Claim {
+            queue: "q".into(),
+            scope: String::new(),
+            id: "j".into(),
+            payload: Value::Null,
+            attempt: 1,
+            owner: "w".into(),
+            token: JobToken(json!(3)),
+            expires_at: String::new(),
+        }
+    }
+
+    fn job(state: JobState, result: Value, error: Value) -> Job {
+        Job {
+            queue: "q".into(),
+            scope: String::new(),
+            id: "j".into(),
+            payload: Value::Null,
+            state,
+            available_at: None,
+            lease_expires_at: None,
+            lease: None,
+            attempts: 1,
+            created_at: String::new(),
+            updated_at: String::new(),
+            result,
+            error,
+        }
+    }
+
+    #[test]
+    fn a_resent_outcome_recognises_its_own_earlier_send() {
+        let done = JobOp::complete(&claim(), json!({"ok": 1}));
+        assert!(settled_by(&done, &job(JobState::Completed, json!({"ok": 1}), Value::Null)));
+        assert!(!settled_by(&done, &job(JobState::Completed, json!({"ok": 2}), Value::Null)), "someone else's result");
+        assert!(!settled_by(&done, &job(JobState::Leased, Value::Null, Value::Null)));
+        let failed = JobError::new("down").op(&claim());
+        assert!(settled_by(&failed, &job(JobState::Pending, Value::Null, json!("down"))), "failed and requeued");
+        assert!(!settled_by(&failed, &job(JobState::Leased, Value::Null, json!("down"))), "claimed again since");
+        assert!(!settled_by(&JobOp::release(&claim()), &job(JobState::Pending, Value::Null, Value::Null)));
+    }
+
+    #[test]
+    fn job_errors_become_fail_operations() {
+        let op = JobError::fatal(json!({"code": 7})).delay(Duration::from_secs(1)).op(&claim());
+        assert_eq!(
+            (op.0["error"].clone(), op.0["retry"].clone(), op.0["delayMs"].clone()),
+            (json!({"code": 7}), json!(false), json!(1000))
+        );
+        let op = JobError::from(std::fmt::Error).op(&claim());
+        assert_eq!(
+            (op.0["error"].clone(), op.0.get("retry")),
+            (json!("an error occurred when formatting an argument"), None)
+        );
+    }
+
+    #[test]
+    fn only_transient_failures_are_retried() {
+        let broker = |status| Error::Broker { status, code: String::new(), reason: None, message: String::new() };
+        assert!(retryable(&broker(503)) && retryable(&broker(500)) && retryable(&broker(429)));
+        assert!(!retryable(&broker(400)) && !retryable(&broker(404)));
+        assert!(!retryable(&Error::Decode(String::new())));
     }
 }
