@@ -67,6 +67,12 @@ def main(path):
         l = r.get("latencyMs") or {}
         print(f"| `kv` ({int(r['readRatio'] * 100)} % gets, puts with `expect`, incr; {r['workers']} workers) "
               f"| {num(r['opsPerSecond'])} ops/s; get p99 {ms(l.get('get'))} ms, put p99 {ms(l.get('put'))} ms |")
+    for r in by(on, "jobs"):
+        c = r.get("claimLatencyMs")
+        mem = f"; {num(r['rssBytesPerJob'])} bytes of broker RSS per pending job" if "rssBytesPerJob" in r else ""
+        print(f"| `jobs` ({num(r['pending'])} pending, {r['workers']} workers, claim then complete) "
+              f"| {num(r['jobsPerSecond'])} jobs/s; claim p50 {ms(c, 'p50')} ms, p99 {ms(c)} ms, "
+              f"p99.9 {ms(c, 'p999')} ms{mem} |")
     for r in by(on, "timers"):
         f = r.get("fireLatenessMs")
         print(f"| `timers` ({num(r['timers'])} timers) | fire lateness p50 {ms(f, 'p50')} ms, p99 {ms(f)} ms, "

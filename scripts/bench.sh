@@ -66,6 +66,10 @@ for rate in 5000 20000 50000; do
 done
 run "txn" txn --producers 32 --messages 200000 --seconds "$secs"
 run "kv" kv --producers 8 --ratio 0.8 --keys 1000 --seconds "$secs"
+# Job queues: claim + complete per job, each its own call, at a shallow and a
+# deep queue (memory per pending job comes from the deep one).
+run "jobs, 1,000 pending" jobs --pending 1000 --workers 16 --producers 8 --batch 256 --seconds "$secs"
+run "jobs, 1,000,000 pending" jobs --pending 1000000 --workers 16 --producers 8 --batch 256 --seconds "$secs"
 run "timers" timers --messages 10000 --seconds 20
 run "partitions" partitions --partitions 1000000
 # One queue grown through every count: pop latency and memory per partition

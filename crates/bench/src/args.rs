@@ -1,10 +1,10 @@
 //! Command-line settings of a run.
 
 pub const USAGE: &str =
-    "usage: regina-bench <push|consume|e2e|kv|partitions|scale|fill|wait-ready|txn|timers> [--url U] \
+    "usage: regina-bench <push|consume|e2e|kv|partitions|scale|fill|wait-ready|txn|timers|jobs> [--url U] \
 [--seconds S] [--producers P] [--consumers C] [--groups G] [--batch B] [--payload BYTES] \
 [--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P] \
-[--steps N,N,...] [--pops N] [--tag KEY=VALUE]...
+[--steps N,N,...] [--pops N] [--pending N] [--workers W] [--tag KEY=VALUE]...
        regina-bench chart --input RESULTS.json [--out DIR]";
 
 #[derive(Debug, Clone)]
@@ -38,6 +38,10 @@ pub struct Args {
     pub steps: Vec<u64>,
     /// Wildcard pops `scale` measures at each step.
     pub pops: usize,
+    /// Jobs `jobs` enqueues before its workers start.
+    pub pending: u64,
+    /// Workers `jobs` runs, each claiming and completing one job at a time.
+    pub workers: usize,
     /// `key=value` pairs copied into the report as string fields, so a
     /// script can mark how the broker was run (e.g. `fsync=off`) without
     /// the scenarios knowing about it.
@@ -66,6 +70,11 @@ pub fn parse_steps(v: &str) -> Result<Vec<u64>, String> {
         steps.push(n);
     }
     Ok(steps)
+}
+
+/// Parses a count that may group digits with `_` (`1_000_000`).
+fn parse_count(flag: &str, v: &str) -> Result<u64, String> {
+    v.trim().replace('_', "").parse().map_err(|_| format!("{flag}: {v:?} is not a count"))
 }
 
 /// Parses `--tag key=value`; the key must be non-empty.
@@ -98,6 +107,8 @@ impl Args {
             out: "docs/charts".into(),
             steps: DEFAULT_STEPS.to_vec(),
             pops: 2000,
+            pending: 1000,
+            workers: 16,
             tags: Vec::new(),
         };
         let mut it = args.into_iter();
@@ -124,6 +135,8 @@ impl Args {
                 "--out" => a.out = v,
                 "--steps" => a.steps = parse_steps(&v)?,
                 "--pops" => a.pops = num(&v)?.max(1.0) as usize,
+                "--pending" => a.pending = parse_count("--pending", &v)?,
+                "--workers" => a.workers = num(&v)?.max(1.0) as usize,
                 "--tag" => a.tags.push(parse_tag(&v)?),
                 other => return Err(format!("unknown flag {other}")),
             }
@@ -151,6 +164,17 @@ mod tests {
         assert!(parse_steps("100,10").unwrap_err().contains("ascend"));
         assert!(parse_steps("1e6").is_err());
         assert!(parse_steps("-5").is_err());
+    }
+
+    #[test]
+    fn jobs_flags_and_defaults() {
+        let a = parse(&["jobs"]).unwrap();
+        assert_eq!((a.pending, a.workers), (1000, 16));
+        let a = parse(&["jobs", "--pending", "1_000_000", "--workers", "4", "--queue", "q"]).unwrap();
+        assert_eq!((a.pending, a.workers, a.queue.as_str()), (1_000_000, 4, "q"));
+        assert!(parse(&["jobs", "--pending", "1e6"]).is_err());
+        assert!(parse(&["jobs", "--pending", "-1"]).is_err());
+        assert_eq!(parse(&["jobs", "--workers", "0"]).unwrap().workers, 1);
     }
 
     #[test]

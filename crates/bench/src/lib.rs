@@ -8,6 +8,7 @@ pub mod consume;
 pub mod consumer;
 pub mod e2e;
 pub mod grow;
+pub mod jobs;
 pub mod kv;
 pub mod partitions;
 pub mod progress;
@@ -48,6 +49,7 @@ async fn scenario(a: &args::Args) -> Result<Value, String> {
         "wait-ready" => scenarios::wait_ready(a).await,
         "txn" => txn::run(a).await,
         "timers" => timers::run(a).await,
+        "jobs" => jobs::run(a).await,
         "chart" => chart::runs::run(a),
         other => Err(format!("unknown scenario {other:?}")),
     }

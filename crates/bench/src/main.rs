@@ -20,6 +20,9 @@
 //!   that took (time to serve again after a restart).
 //! - `txn`: steps of one ack + one push + one KV put; steps per second.
 //! - `timers`: lateness of fired timers.
+//! - `jobs`: enqueues `--pending` jobs (batched), then `--workers` workers
+//!   each claim and complete one job at a time; jobs per second, claim and
+//!   complete latency, and broker resident memory per pending job.
 //!
 //! `chart` is not a scenario: it reads reports collected from earlier runs
 //! (`--input`) and draws PNG charts of them into `--out`; the input format

@@ -66,7 +66,7 @@ impl Error {
     }
 
     /// Reads a non-2xx answer in either envelope.
-    fn from_answer(status: StatusCode, body: &Value) -> Error {
+    pub(crate) fn from_answer(status: StatusCode, body: &Value) -> Error {
         let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_string);
         let (code, message) = match (text("code"), text("error"), text("detail")) {
             (Some(code), error, detail) => (code, detail.or(error)),
@@ -171,6 +171,18 @@ impl Client {
 
     /// Sends one request and reads its JSON answer (`Null` for an empty one).
     pub(crate) async fn call(&self, req: Request<'_>) -> Result<Value> {
+        let (status, body) = self.exchange(req).await?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(Error::from_answer(status, &body))
+        }
+    }
+
+    /// Sends one request and answers its status with its JSON body, for the
+    /// routes whose non-2xx answers carry facts beyond the error envelope
+    /// (a refused jobs call names the operation that lost).
+    pub(crate) async fn exchange(&self, req: Request<'_>) -> Result<(StatusCode, Value)> {
         let url = format!("{}{}", self.inner.base, req.path);
         let mut b = self.inner.http.request(req.method, url);
         if !req.query.is_empty() {
@@ -194,11 +206,7 @@ impl Client {
                 Err(e) => return Err(Error::Decode(format!("{} answered invalid JSON: {e}", req.path))),
             }
         };
-        if status.is_success() {
-            Ok(body)
-        } else {
-            Err(Error::from_answer(status, &body))
-        }
+        Ok((status, body))
     }
 
     pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value> {

@@ -12,6 +12,8 @@
 //! | KV | [`Client::kv`]: get, get_many, get_prefix, scan, put, put_if_absent, touch, delete, incr, check, configure (a namespace's default lifetime); every write names its [`Lifetime`] (seconds, an instant, after creation, after update, forever, or the namespace default) |
 //! | timers | [`Client::timers`]: schedule (after a delay or at a time), reschedule, cancel, peek, list by state or due order, retry a failed timer ([`Timer`]) |
 //! | locks | [`Client::locks`]: raw acquire/renew/release/get of a lock or a semaphore, and [`LockHandle`], which renews itself |
+//! | jobs | [`Client::jobs`]: job queues by id; [`JobQueue`] has configure, enqueue, claim, renew, complete, fail, release, retry, cancel, get, scan and stats, [`Jobs::batch`] sends any [`JobOp`]s as one call, [`Step::job`] rides them on a step |
+//! | workers | [`JobWorker`]: claim (long poll), renew in the background, complete on `Ok`, fail on `Err`, stop on a [`Shutdown`] |
 //!
 //! Refusals the broker answers as verdicts (a refused ack, a held lock, a
 //! lost precondition, a refused step) come back as values; only malformed
@@ -48,6 +50,48 @@
 //! # }
 //! ```
 //!
+//! # A job worker
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use regina_client::{Client, JobConfig, JobError, RetryPolicy};
+//! use serde_json::json;
+//!
+//! # async fn run() -> regina_client::Result<()> {
+//! let client = Client::new("http://127.0.0.1:6632")?;
+//! let emails = client.jobs().queue("emails");
+//! emails
+//!     .configure(&JobConfig::new().retry(RetryPolicy {
+//!         max_attempts: 5,
+//!         initial_delay: Duration::from_secs(1),
+//!         max_delay: Duration::from_secs(60),
+//!     }))
+//!     .await?;
+//! // The id names the work: enqueuing "welcome-42" again is refused (JOB_EXISTS).
+//! emails.enqueue("welcome-42", json!({ "to": "ada@example.com" })).await?;
+//!
+//! let worker = emails.worker().lease(Duration::from_secs(30)).wait(Duration::from_secs(10));
+//! let shutdown = worker.shutdown();
+//! tokio::spawn(async move {
+//!     let _ = tokio::signal::ctrl_c().await;
+//!     shutdown.stop(); // the job in hand is finished first
+//! });
+//! let report = worker
+//!     .run(|job| async move {
+//!         let to = job.payload["to"].as_str().ok_or_else(|| JobError::fatal("no recipient"))?;
+//!         // ... send the email; an Err is retried with the queue's backoff ...
+//!         Ok(json!({ "sentTo": to }))
+//!     })
+//!     .await?;
+//! eprintln!("{} completed, {} failed", report.completed, report.failed);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A handler that writes elsewhere can settle its job in the same step:
+//! `client.step().push(..).complete_job(&claim, result).commit()` completes
+//! the job exactly when the push is written (see [`Step::job`]).
+//!
 //! # Work under a lock
 //!
 //! ```no_run
@@ -73,6 +117,10 @@ mod ack;
 mod base64;
 mod client;
 mod handle;
+mod job_answers;
+mod job_ops;
+mod job_worker;
+mod jobs;
 mod kv;
 mod locks;
 mod queue;
@@ -82,6 +130,14 @@ mod timers;
 pub use ack::{Ack, AckResult, AckStatus};
 pub use client::{Client, Error, Result};
 pub use handle::LockHandle;
+pub use job_answers::{
+    Claim, Job, JobCounts, JobLease, JobPage, JobRefusal, JobRenewal, JobState, JobStats, JobToken, JobWrite,
+};
+pub use job_ops::{JobConfig, JobOp, RetryPolicy};
+pub use job_worker::{
+    JobError, JobWorker, Shutdown, WorkerJob, WorkerReport, DEFAULT_WORKER_LEASE, DEFAULT_WORKER_WAIT,
+};
+pub use jobs::{JobBatch, JobQueue, Jobs};
 pub use kv::{Kv, KvBatch, KvOp, Lifetime, Page, Precondition, Row, Write};
 pub use locks::{Acquire, Holder, LockSpec, Locks, Permit, Renewal, LOCK_NAMESPACE};
 pub use queue::{LeaseExtension, Message, Pop, PushItem, Pushed, Subscription, DEFAULT_PARTITION};

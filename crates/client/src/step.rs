@@ -1,11 +1,12 @@
-//! A step: the acks, pushes, KV writes and timers of one unit of work,
-//! committed as one durable write or not at all.
+//! A step: the acks, pushes, KV writes, timers and job operations of one
+//! unit of work, committed as one durable write or not at all.
 //!
 //! The broker judges a step in a fixed order: every ack first (a step whose
 //! ack was already committed is refused, so a step sent twice never pushes
 //! twice), then the KV operations (a `required` one that loses, a `once`
-//! marker that exists, a lock guard that no longer holds), and only then
-//! writes anything. A refusal is an answer ([`StepOutcome::Refused`]), not
+//! marker that exists, a lock guard that no longer holds), then the job
+//! riders (every one must apply: a lost lease, an id already taken), and
+//! only then writes anything. A refusal is an answer ([`StepOutcome::Refused`]), not
 //! an error.
 
 use std::sync::Arc;
@@ -14,8 +15,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::ack::Ack;
-use crate::client::{bool_of, str_of, u64_of, Client, Error, Result};
+use crate::client::{bool_of, opt_str, str_of, u64_of, Client, Error, Result};
 use crate::handle::{LockHandle, Shared};
+use crate::job_answers::Claim;
+use crate::job_ops::JobOp;
 use crate::kv::{KvOp, Lifetime};
 use crate::locks::Permit;
 use crate::queue::{Message, PushItem};
@@ -59,6 +62,7 @@ pub struct Step {
     guards: Vec<Guard>,
     kv: Vec<Value>,
     timers: Vec<Value>,
+    jobs: Vec<Value>,
 }
 
 impl Client {
@@ -70,6 +74,7 @@ impl Client {
             guards: Vec::new(),
             kv: Vec::new(),
             timers: Vec::new(),
+            jobs: Vec::new(),
         }
     }
 }
@@ -141,6 +146,25 @@ impl Step {
         self
     }
 
+    /// A job operation riding on the step: enqueue, complete, fail,
+    /// release, retry or cancel. Every rider must apply, or nothing of the
+    /// step is written (the refusal says `job_precondition` and its code).
+    pub fn job(mut self, op: JobOp) -> Step {
+        self.jobs.push(op.0);
+        self
+    }
+
+    /// Enqueues a job in the queue's empty scope, ready at once.
+    pub fn enqueue_job(self, queue: &str, id: &str, payload: Value) -> Step {
+        self.job(JobOp::enqueue(queue, id, payload))
+    }
+
+    /// Completes a claimed job with `result`: the job is done exactly when
+    /// the step's other writes are.
+    pub fn complete_job(self, claim: &Claim, result: Value) -> Step {
+        self.job(JobOp::complete(claim, result))
+    }
+
     /// Commits only while the lock's permit is still this holder's. Guards
     /// are judged before the step's other KV operations, in the order added.
     pub fn guard(mut self, lock: impl Into<Guard>) -> Step {
@@ -173,6 +197,9 @@ impl Step {
         if !self.timers.is_empty() {
             body["timers"] = json!(self.timers);
         }
+        if !self.jobs.is_empty() {
+            body["jobs"] = json!(self.jobs);
+        }
         (body, tokens)
     }
 
@@ -181,7 +208,8 @@ impl Step {
     /// the new token (up to three times); any other lost guard marks the
     /// handle lost.
     pub async fn commit(&self) -> Result<StepOutcome> {
-        if self.operations.is_empty() && self.guards.is_empty() && self.kv.is_empty() && self.timers.is_empty() {
+        let nothing = self.operations.is_empty() && self.guards.is_empty() && self.kv.is_empty();
+        if nothing && self.timers.is_empty() && self.jobs.is_empty() {
             return Err(Error::Invalid("a step needs at least one operation".into()));
         }
         let mut resends = 0;
@@ -190,8 +218,11 @@ impl Step {
             let answer = self.client.post("/api/v1/transaction", &body).await?;
             if bool_of(&answer, "success") {
                 let results = answer.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
+                // Job riders answer last in the flat list, marked `type: job`.
+                let jobs = results.iter().filter(|r| r.get("type").and_then(Value::as_str) == Some("job")).cloned();
                 return Ok(StepOutcome::Committed(Committed {
                     transaction_id: str_of(&answer, "transactionId"),
+                    jobs: jobs.collect(),
                     results,
                 }));
             }
@@ -256,18 +287,25 @@ impl StepOutcome {
 pub struct Committed {
     pub transaction_id: String,
     /// One raw result per pushed item and ack (in the order added), then per
-    /// KV operation (guards first), then per timer.
+    /// KV operation (guards first), then per timer, then per job rider.
     pub results: Vec<Value>,
+    /// The job riders' results alone, in the order added (each also in `results`).
+    pub jobs: Vec<Value>,
 }
 
 /// A refused step: nothing of it was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {
-    /// `rejected_ack` (an ack was stale, already committed or unknown) or
-    /// `kv_precondition` (a guard, `once` or `required` operation lost).
+    /// `rejected_ack` (an ack was stale, already committed or unknown),
+    /// `kv_precondition` (a guard, `once` or `required` operation lost) or
+    /// `job_precondition` (a job rider did not apply).
     pub reason: String,
     /// Index of the refused operation in the flat space of [`Committed::results`].
     pub failed_index: usize,
+    /// For `job_precondition`: the rider's index among the job riders.
+    pub job_index: Option<usize>,
+    /// For `job_precondition`: the rider's code (`LEASE_LOST`, `JOB_EXISTS`, ...).
+    pub code: Option<String>,
     /// For `kv_precondition`: `exists`, `version` or `absent`.
     pub kv_reason: Option<String>,
     /// For `kv_precondition`: the row's current version (0: absent) and value.
@@ -287,6 +325,8 @@ impl Refused {
             version: v.get("version").and_then(Value::as_u64),
             value: v.get("value").cloned().unwrap_or(Value::Null),
             lost_guard: false,
+            job_index: v.get("jobIndex").and_then(Value::as_u64).map(|i| i as usize),
+            code: opt_str(v, "code"),
             error: str_of(v, "error"),
         }
     }
