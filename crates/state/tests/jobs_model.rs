@@ -209,13 +209,16 @@ fn spec() -> impl Strategy<Value = Spec> {
 fn step() -> impl Strategy<Value = (i64, Step)> {
     // Mostly short steps, often in whole half seconds so that entries land
     // exactly on lease expiries and backoffs; now and then past the default
-    // 30 s lease; sometimes behind the state's time (a slower new leader).
+    // 30 s lease, rarely past the request-id window; sometimes behind the
+    // state's time (a slower new leader).
     let dt = prop_oneof![
-        4 => 0i64..1_500,
-        3 => (0i64..6).prop_map(|k| k * 500),
-        2 => 1_500i64..4_000,
-        1 => 29_000i64..32_000,
-        1 => -2_000i64..0,
+        16 => 0i64..1_500,
+        12 => (0i64..6).prop_map(|k| k * 500),
+        8 => 1_500i64..4_000,
+        4 => 29_000i64..32_000,
+        4 => -2_000i64..0,
+        // Rarely past the 600 s request-id window.
+        1 => 600_000i64..601_000,
     ];
     let step = prop_oneof![
         12 => prop::collection::vec(spec(), 1..4).prop_map(Step::Call),
