@@ -33,7 +33,8 @@ use crate::node::Node;
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TxnBody<'a> {
-    #[serde(borrow)]
+    /// May be absent in a step of riders only.
+    #[serde(borrow, default)]
     operations: Vec<&'a RawValue>,
     #[serde(default)]
     required_leases: Vec<String>,
