@@ -2,7 +2,8 @@
 //!
 //! Random sequences of job calls (configure, enqueue, claim, renew,
 //! complete, fail, release, retry, cancel, get, scan, stats, some of them
-//! required), steps with job riders, sweeps and snapshot restores run over
+//! required), batches of calls in one entry, steps with job riders, sweeps
+//! and snapshot restores run over
 //! two queues of two scopes each, a few ids and two owners, with time
 //! moving forward by random amounts so that leases run out and backoffs
 //! pass. After every entry: the outcome equals the model's, every job, scan
@@ -129,6 +130,9 @@ enum Step {
     Call(Vec<Spec>),
     /// A step carrying job riders only (all required).
     Step(Vec<Spec>),
+    /// Calls batched into one entry, as the leader does: each keeps its own
+    /// all-or-nothing rule.
+    Batch(Vec<Vec<Spec>>),
     Sweep,
     Noop,
     Restore,
@@ -223,6 +227,7 @@ fn step() -> impl Strategy<Value = (i64, Step)> {
     let step = prop_oneof![
         12 => prop::collection::vec(spec(), 1..4).prop_map(Step::Call),
         2 => prop::collection::vec(rider(), 1..3).prop_map(Step::Step),
+        2 => prop::collection::vec(prop::collection::vec(spec(), 1..3), 2..4).prop_map(Step::Batch),
         1 => Just(Step::Sweep),
         1 => Just(Step::Noop),
         1 => Just(Step::Restore),
@@ -439,6 +444,20 @@ pub struct Reach {
     pub restores: u64,
 }
 
+/// What the model expects `command` to answer, applying it to the model.
+fn expect(model: &mut Model, command: &Command) -> Outcome {
+    match command {
+        Command::Jobs(cmd) => Outcome::Jobs(model.call(&cmd.ops)),
+        Command::Step { jobs, .. } => step_outcome(model.call(jobs)),
+        Command::Batch(cmds) => Outcome::Batch(cmds.iter().map(|c| expect(model, c)).collect()),
+        Command::Sweep => {
+            model.sweep();
+            Outcome::Done
+        }
+        _ => Outcome::Done,
+    }
+}
+
 fn run(steps: &[(i64, Step)], reach: &mut Reach) -> Result<(), String> {
     let mut state = State::new();
     let mut model = Model::new(0);
@@ -448,7 +467,7 @@ fn run(steps: &[(i64, Step)], reach: &mut Reach) -> Result<(), String> {
     for (i, (dt, step)) in steps.iter().enumerate() {
         clock = clock.saturating_add_signed(*dt);
         let ctx = |e: String| format!("step {i} ({step:?}): {e}");
-        let (command, ops) = match step {
+        let (command, calls) = match step {
             Step::Restore => {
                 let restored = State::decode(&state.encode())?;
                 if restored != state {
@@ -462,15 +481,28 @@ fn run(steps: &[(i64, Step)], reach: &mut Reach) -> Result<(), String> {
             }
             Step::Noop => (Command::Noop, vec![]),
             Step::Sweep => (Command::Sweep, vec![]),
-            Step::Call(specs) | Step::Step(specs) => {
+            Step::Call(_) | Step::Step(_) | Step::Batch(_) => {
                 let mut ahead = model.clone();
                 ahead.advance(clock);
-                let ops: Vec<JobOp> = specs.iter().map(|s| resolve(s, &ahead, &mut serial)).collect();
-                let command = match step {
-                    Step::Call(_) => Command::Jobs(JobsCmd { ops: ops.clone() }),
-                    _ => Command::Step { txn: TxnCmd { ops: vec![], kv: vec![], timers: vec![] }, jobs: ops.clone() },
-                };
-                (command, ops)
+                let mut resolve_all =
+                    |specs: &[Spec]| -> Vec<JobOp> { specs.iter().map(|s| resolve(s, &ahead, &mut serial)).collect() };
+                match step {
+                    Step::Call(specs) => {
+                        let ops = resolve_all(specs);
+                        (Command::Jobs(JobsCmd { ops: ops.clone() }), vec![ops])
+                    }
+                    Step::Step(specs) => {
+                        let ops = resolve_all(specs);
+                        let txn = TxnCmd { ops: vec![], kv: vec![], timers: vec![] };
+                        (Command::Step { txn, jobs: ops.clone() }, vec![ops])
+                    }
+                    Step::Batch(calls) => {
+                        let calls: Vec<Vec<JobOp>> = calls.iter().map(|c| resolve_all(c)).collect();
+                        let cmds = calls.iter().map(|ops| Command::Jobs(JobsCmd { ops: ops.clone() })).collect();
+                        (Command::Batch(cmds), calls)
+                    }
+                    _ => unreachable!("matched above"),
+                }
             }
         };
         let entry = Entry { now_ms: clock, command };
@@ -479,31 +511,28 @@ fn run(steps: &[(i64, Step)], reach: &mut Reach) -> Result<(), String> {
         state.check_invariants().map_err(ctx)?;
 
         model.advance(clock);
-        let want = match &entry.command {
-            Command::Jobs(cmd) => Outcome::Jobs(model.call(&cmd.ops)),
-            Command::Step { jobs, .. } => step_outcome(model.call(jobs)),
-            Command::Sweep => {
-                model.sweep();
-                Outcome::Done
-            }
-            _ => Outcome::Done,
-        };
+        let want = expect(&mut model, &entry.command);
         if !same(&applied.outcome, &want) {
             return Err(ctx(format!("outcome {:?}, the model expects {want:?}", applied.outcome)));
         }
-        match taken(&applied.outcome) {
-            Some(results) => {
-                ledger.learn(&ops, &results, model.now).map_err(ctx)?;
-                for r in &results {
-                    match r {
-                        JobResult::Claimed(Some(_)) => reach.claims += 1,
-                        JobResult::Refused { code, .. } if code.as_str() == "LEASE_LOST" => reach.lost += 1,
-                        _ => {}
+        let outcomes = match &applied.outcome {
+            Outcome::Batch(os) => os.clone(),
+            o => vec![o.clone()],
+        };
+        for (ops, out) in calls.iter().zip(&outcomes) {
+            match taken(out) {
+                Some(results) => {
+                    ledger.learn(ops, &results, model.now).map_err(ctx)?;
+                    for r in &results {
+                        match r {
+                            JobResult::Claimed(Some(_)) => reach.claims += 1,
+                            JobResult::Refused { code, .. } if code.as_str() == "LEASE_LOST" => reach.lost += 1,
+                            _ => {}
+                        }
                     }
                 }
+                None => reach.refused_calls += 1,
             }
-            None if !ops.is_empty() => reach.refused_calls += 1,
-            None => {}
         }
         compare(&state, &model).map_err(ctx)?;
         reach.expired_to_failed += model
