@@ -3,10 +3,9 @@
 //! Random sequences of job calls (configure, enqueue, claim, renew,
 //! complete, fail, release, retry, cancel, get, scan, stats, some of them
 //! required), batches of calls in one entry, steps with job riders, sweeps
-//! and snapshot restores run over
-//! two queues of two scopes each, a few ids and two owners, with time
-//! moving forward by random amounts so that leases run out and backoffs
-//! pass. After every entry: the outcome equals the model's, every job, scan
+//! and snapshot restores run over two queues of two scopes each, a few ids
+//! and two owners, with time moving forward by random amounts so that
+//! leases run out and backoffs pass. After every entry: the outcome equals the model's, every job, scan
 //! and stats reads the same in the state and in the model (at the state's
 //! time and a little later), the token counters agree, the state's
 //! invariants hold, and the ledger of answers keeps the fencing rules.
