@@ -288,6 +288,48 @@ mod tests {
         assert_eq!(canonical(&a), canonical(&b));
     }
 
+    /// The job store is part of the digest: replicas that agree on
+    /// everything but one job's state do not digest the same.
+    #[test]
+    fn job_states_are_part_of_the_digest() {
+        use regina_state::jobs::apply::{JobResult, JobsOutcome};
+        use regina_state::jobs::{Availability, JobOp, JobTarget, JobsCmd, LeaseProof};
+        use regina_state::{Command, Entry, Outcome, State};
+        let at = JobTarget { queue: "q".into(), scope: "s".into() };
+        let call = |s: &mut State, now_ms: u64, ops: Vec<JobOp>| match s
+            .apply(&Entry { now_ms, command: Command::Jobs(JobsCmd { ops }) })
+            .outcome
+        {
+            Outcome::Jobs(JobsOutcome::Done(rs)) => rs,
+            o => panic!("{o:?}"),
+        };
+        let replica = |finish: bool| {
+            let mut s = State::new();
+            let enqueue = |id: &str| JobOp::Enqueue {
+                at: at.clone(),
+                id: id.into(),
+                payload: b"{}".to_vec(),
+                when: Availability::Now,
+                replace: false,
+                required: false,
+            };
+            call(&mut s, 1_000, vec![enqueue("a"), enqueue("b")]);
+            let claim = JobOp::Claim { at: at.clone(), owner: "w".into(), lease_ms: Some(500), request_id: None };
+            let JobResult::Claimed(Some(c)) = call(&mut s, 1_000, vec![claim]).remove(0) else { panic!("claimed") };
+            let proof = LeaseProof { id: c.id, owner: c.owner, token: c.token };
+            let end = match finish {
+                true => JobOp::Complete { at: at.clone(), proof, result: b"1".to_vec(), required: false },
+                false => JobOp::Release { at: at.clone(), proof, delay_ms: None, required: false },
+            };
+            call(&mut s, 1_100, vec![end]);
+            s
+        };
+        let (a, b, c) = (replica(true), replica(true), replica(false));
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(fnv(&canonical(&a)), fnv(&canonical(&b)));
+        assert_ne!(fnv(&canonical(&a)), fnv(&canonical(&c)), "a completed and a released job digest the same");
+    }
+
     #[test]
     fn maps_encode_the_same_whatever_their_order() {
         let a: HashMap<u32, String> = (0..50).map(|i| (i, format!("v{i}"))).collect();

@@ -125,7 +125,7 @@ impl World {
             return Err(self.fail(format!("the nodes converged to different applied points: {applied:?}")));
         }
         let applied_index = applied.first().copied().flatten().map_or(0, |l| l.index);
-        history_invariants(&self.ctx.history.lock()).map_err(|e| self.fail(e))?;
+        let jobs = history_invariants(&self.ctx.history.lock()).map_err(|e| self.fail(e))?;
         let (_, bytes, _) = reference.expect("three nodes");
         let state_digest = fnv(&bytes);
         self.note(format!("converged at index {applied_index}, state {state_digest:016x}"));
@@ -147,6 +147,7 @@ impl World {
             applied_index,
             applications: self.ctx.history.lock().applications,
             net,
+            jobs,
             trace: self.trace.lines().to_vec(),
         })
     }

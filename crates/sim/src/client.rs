@@ -142,6 +142,18 @@ pub fn summary(outcome: &regina_state::Outcome) -> String {
             .join(" "),
         O::Batch(os) => format!("batch[{}]", os.iter().map(summary).collect::<Vec<_>>().join("; ")),
         O::Extend(e) => format!("extended {}", e.renewed),
+        O::Jobs(regina_state::jobs::apply::JobsOutcome::Done(rs)) => {
+            use regina_state::jobs::apply::JobResult as J;
+            let one = |r: &J| match r {
+                J::Claimed(Some(c)) => format!("claimed {}/{} token {}", c.scope, c.id, c.token),
+                J::Claimed(None) => "nothing to claim".into(),
+                J::Renewed(c) => format!("renewed token {}", c.token),
+                J::Applied { job, .. } => format!("applied ({:?})", job.as_ref().map(|j| j.state)),
+                J::Refused { code, .. } => code.as_str().into(),
+                other => format!("{other:?}").chars().take(40).collect(),
+            };
+            format!("jobs [{}]", rs.iter().map(one).collect::<Vec<_>>().join(", "))
+        }
         other => format!("{other:?}").chars().take(40).collect(),
     }
 }

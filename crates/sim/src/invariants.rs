@@ -8,7 +8,8 @@
 //!   one process (applied index, partition ends, cursors), and every
 //!   acknowledged push it has applied past is in its state at its offset.
 //! - Over the common history: offsets of a partition are handed out without
-//!   gaps, and locks are exclusive with rising fencing tokens.
+//!   gaps, locks are exclusive with rising fencing tokens, and job leases
+//!   keep their fencing rules (see `jobs`).
 //! - At the end: the three nodes agree byte for byte and every
 //!   acknowledged push is there exactly once, body included.
 
@@ -23,6 +24,7 @@ use regina_state::{BodyRecord, Command, Outcome, State};
 
 use crate::canon::{canonical, fnv};
 use crate::history::History;
+use crate::jobs::{JobFigures, JobLedger};
 use crate::NodeId;
 
 /// Calls `f` on every (command, outcome) pair, looking inside batches.
@@ -232,9 +234,11 @@ impl Checker {
 }
 
 /// Checks the common history from index 0 up to its first gap: partitions
-/// hand out offsets one after another, and a lock has one live holder at a
-/// time with tokens that only rise.
-pub fn history_invariants(history: &History) -> Result<(), String> {
+/// hand out offsets one after another, a lock has one live holder at a
+/// time with tokens that only rise, and job leases are fenced. Answers what
+/// the job rules were checked on.
+pub fn history_invariants(history: &History) -> Result<JobFigures, String> {
+    let mut jobs = JobLedger::default();
     let mut next_offset: BTreeMap<u64, u64> = BTreeMap::new();
     let mut tokens: BTreeMap<String, u64> = BTreeMap::new();
     let mut holders: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -248,6 +252,10 @@ pub fn history_invariants(history: &History) -> Result<(), String> {
         now = now.max(entry.now_ms);
         flatten(&entry.command, &applied.outcome, &mut |cmd, out| {
             if problem.is_some() {
+                return;
+            }
+            if let Err(e) = jobs.entry(cmd, out, now) {
+                problem = Some(format!("index {index}: {e}"));
                 return;
             }
             match (cmd, out) {
@@ -286,7 +294,7 @@ pub fn history_invariants(history: &History) -> Result<(), String> {
             return Err(p);
         }
     }
-    Ok(())
+    Ok(jobs.figures)
 }
 
 fn lock_step(

@@ -24,7 +24,8 @@
 //! - [`disk`]: the `Io` that loses unsynced writes; [`gate`]: the WAL
 //!   writer's lockstep with the runtime; [`settle`]: the runtime.
 //! - [`client`], [`workload`]: requests and what they ask for.
-//! - [`history`], [`invariants`]: what was applied, and what must hold.
+//! - [`history`], [`invariants`]: what was applied, and what must hold;
+//!   [`jobs`]: the job-queue fencing rules over the history.
 //! - [`canon`]: state digests that do not depend on hash-map order.
 //! - [`rng`], [`trace`]: seeded randomness and the run's account;
 //!   [`panics`]: a panicking task fails the run.
@@ -49,6 +50,7 @@ pub mod faults;
 pub mod gate;
 pub mod history;
 pub mod invariants;
+pub mod jobs;
 pub mod log;
 pub mod machine;
 pub mod network;

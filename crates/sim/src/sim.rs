@@ -70,6 +70,8 @@ pub struct Report {
     pub applied_index: u64,
     pub applications: u64,
     pub net: NetStats,
+    /// What the job-queue fencing rules were checked on.
+    pub jobs: crate::jobs::JobFigures,
     /// The whole trace, one event a line.
     pub trace: Vec<String>,
 }
@@ -80,7 +82,7 @@ impl fmt::Display for Report {
             f,
             "seed {}: {} steps, {} ms virtual, {} acked / {} unknown, {} crashes ({} in a WAL write, {} unsynced \
              bytes lost), {} truncations, {} elections, {} snapshots sent, log at {}, {} messages ({} lost, {} twice), \
-             digest {:016x}",
+             jobs: {} claims ({} resent), {} renews, {} completes, {} fails, {} releases, {} lease lost, digest {:016x}",
             self.seed,
             self.steps,
             self.virtual_ms,
@@ -96,6 +98,13 @@ impl fmt::Display for Report {
             self.net.sent,
             self.net.lost,
             self.net.duplicated,
+            self.jobs.claims,
+            self.jobs.replays,
+            self.jobs.renews,
+            self.jobs.completes,
+            self.jobs.fails,
+            self.jobs.releases,
+            self.jobs.lease_lost,
             self.digest
         )
     }

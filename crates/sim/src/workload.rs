@@ -1,17 +1,24 @@
 //! What the clients ask for, seeded: pushes with transaction ids to a few
 //! partitions of one queue (and retries of pushes whose answer was lost),
 //! pops under one consumer group with short leases, acks and extensions of
-//! those leases, lock acquire, renew and release, and now and then several
-//! requests batched into one entry as the proposer does.
+//! those leases, lock acquire, renew and release, job-queue calls (enqueue,
+//! claim, renew, complete, fail, release over one queue and two scopes),
+//! and now and then several requests batched into one entry as the
+//! proposer does.
 //!
 //! The workload remembers what acknowledged answers handed out (leases,
-//! lock tokens) so that later requests can use them, like a real client.
+//! lock tokens, job claims) so that later requests can use them, like a
+//! real client; now and then it proves a job lease it already spent, as a
+//! worker that missed its lease's end would.
 
 use std::collections::BTreeMap;
 
 use regina_state::command::{
     AckCmd, AckItem, AckStatus, LockOp, LocksCmd, PopCmd, PopTarget, PushCmd, PushItem, Subscription,
 };
+use regina_state::jobs::apply::{JobResult, JobsOutcome};
+use regina_state::jobs::view::ClaimView;
+use regina_state::jobs::{Availability, JobOp, JobTarget, JobsCmd, LeaseProof};
 use regina_state::outcome::LockResult;
 use regina_state::{Command, Entry, Outcome};
 
@@ -26,6 +33,12 @@ const LOCKS: u64 = 2;
 const OWNERS: u64 = 3;
 /// Pushes kept for a retry after an unknown outcome.
 const RETRY_POOL_MAX: usize = 32;
+pub const JOB_QUEUE: &str = "sim.jobs";
+/// Each scope has its own fencing tokens.
+pub const JOB_SCOPES: [&str; 2] = ["", "east"];
+const JOB_IDS: u64 = 6;
+/// Job claims kept to prove later, live or spent.
+const JOB_CLAIMS_MAX: usize = 12;
 
 struct Lease {
     id: String,
@@ -40,6 +53,11 @@ pub struct Workload {
     leases: Vec<Lease>,
     /// Lock name to (owner, token) of the permit a client believes it holds.
     locks: BTreeMap<String, (String, u64)>,
+    /// Job leases handed out, newest last; kept after use, so some proofs
+    /// are stale.
+    claims: Vec<ClaimView>,
+    /// Request ids of claims sent, some to be sent again.
+    claim_requests: Vec<String>,
 }
 
 /// A request about to be sent.
@@ -50,7 +68,15 @@ pub struct Planned {
 
 impl Workload {
     pub fn new(rng: Rng) -> Workload {
-        Workload { rng, next: 0, retry: Vec::new(), leases: Vec::new(), locks: BTreeMap::new() }
+        Workload {
+            rng,
+            next: 0,
+            retry: Vec::new(),
+            leases: Vec::new(),
+            locks: BTreeMap::new(),
+            claims: Vec::new(),
+            claim_requests: Vec::new(),
+        }
     }
 
     fn mint(&mut self) -> u64 {
@@ -173,18 +199,103 @@ impl Workload {
         Planned { label, command: Command::Locks(LocksCmd { ops: vec![op] }) }
     }
 
+    /// One job operation: mostly enqueues and claims, and a proof of a
+    /// lease the workload was handed (its latest use of it, or an older one).
+    fn job_one(&mut self) -> (JobOp, String) {
+        let roll = self.rng.below(100);
+        if roll < 30 || (roll >= 55 && self.claims.is_empty()) {
+            let scope = JOB_SCOPES[self.rng.below(2) as usize];
+            let id = format!("job{}", self.rng.below(JOB_IDS));
+            let n = self.mint();
+            let when = match self.rng.below(4) {
+                0 => Availability::AfterMs(self.rng.range(100, 1500)),
+                _ => Availability::Now,
+            };
+            let replace = self.rng.chance(400);
+            let label = format!("enqueue {scope}/{id}{}", if replace { " replace" } else { "" });
+            let op = JobOp::Enqueue {
+                at: job_target(scope),
+                id,
+                payload: format!("{{\"n\":{n}}}").into_bytes(),
+                when,
+                replace,
+                required: self.rng.chance(100),
+            };
+            return (op, label);
+        }
+        if roll < 55 {
+            let scope = JOB_SCOPES[self.rng.below(2) as usize];
+            let owner = format!("c{}", self.rng.below(OWNERS));
+            let lease_ms = self.rng.range(300, 2500);
+            let request_id = match self.rng.below(10) {
+                0 if !self.claim_requests.is_empty() => Some(self.rng.pick(&self.claim_requests).clone()),
+                0..=2 => {
+                    let r = format!("cr{}", self.mint());
+                    if self.claim_requests.len() < 8 {
+                        self.claim_requests.push(r.clone());
+                    } else {
+                        let i = self.rng.below(8) as usize;
+                        self.claim_requests[i] = r.clone();
+                    }
+                    Some(r)
+                }
+                _ => None,
+            };
+            let label = format!("claim {scope} by {owner} {lease_ms}ms {}", request_id.as_deref().unwrap_or(""));
+            let op = JobOp::Claim { at: job_target(scope), owner, lease_ms: Some(lease_ms), request_id };
+            return (op, label);
+        }
+        // The newest claim most of the time; any one now and then.
+        let i = if self.rng.chance(700) {
+            self.claims.len() - 1
+        } else {
+            self.rng.below(self.claims.len() as u64) as usize
+        };
+        let c = self.claims[i].clone();
+        let at = job_target(&c.scope);
+        let proof = LeaseProof { id: c.id.clone(), owner: c.owner.clone(), token: c.token };
+        let required = self.rng.chance(100);
+        let (op, what) = match roll {
+            55..=64 => (JobOp::Renew { at, proof, lease_ms: Some(self.rng.range(300, 2500)), required }, "renew"),
+            65..=84 => {
+                let result = format!("{{\"by\":\"{}\"}}", c.owner).into_bytes();
+                (JobOp::Complete { at, proof, result, required }, "complete")
+            }
+            85..=94 => {
+                let error = b"{\"error\":\"simulated\"}".to_vec();
+                let retry = !self.rng.chance(200);
+                let delay_ms = self.rng.chance(300).then(|| self.rng.range(0, 800));
+                (JobOp::Fail { at, proof, error, retry, delay_ms, required }, "fail")
+            }
+            _ => (JobOp::Release { at, proof, delay_ms: self.rng.chance(300).then(|| 200), required }, "release"),
+        };
+        (op, format!("{what} {}/{} token {}", c.scope, c.id, c.token))
+    }
+
+    /// A job-queue call of one to three operations.
+    fn jobs(&mut self) -> Planned {
+        let (ops, labels): (Vec<JobOp>, Vec<String>) =
+            (0..if self.rng.chance(200) { self.rng.range(2, 4) } else { 1 }).map(|_| self.job_one()).unzip();
+        Planned { label: format!("jobs[{}]", labels.join("; ")), command: Command::Jobs(JobsCmd { ops }) }
+    }
+
     /// The next request.
     pub fn request(&mut self) -> Planned {
         let roll = self.rng.below(100);
         match roll {
-            0..=39 => self.push(),
-            40..=54 => self.pop(),
-            55..=69 => self.ack().unwrap_or_else(|| self.push()),
-            70..=72 => self.extend().unwrap_or_else(|| self.pop()),
-            73..=87 => self.lock_op(),
+            0..=31 => self.push(),
+            32..=43 => self.pop(),
+            44..=55 => self.ack().unwrap_or_else(|| self.push()),
+            56..=58 => self.extend().unwrap_or_else(|| self.pop()),
+            59..=70 => self.lock_op(),
+            71..=87 => self.jobs(),
             88..=95 => {
                 let parts: Vec<Planned> = (0..self.rng.range(2, 4))
-                    .map(|_| if self.rng.chance(500) { self.push() } else { self.lock_op() })
+                    .map(|_| match self.rng.below(3) {
+                        0 => self.push(),
+                        1 => self.lock_op(),
+                        _ => self.jobs(),
+                    })
                     .collect();
                 let label = format!("batch[{}]", parts.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join("; "));
                 Planned { label, command: Command::Batch(parts.into_iter().map(|p| p.command).collect()) }
@@ -223,6 +334,11 @@ impl Workload {
                     self.leases.push(Lease { id: p.lease_id.clone(), items });
                 }
             }
+            (Command::Jobs(j), Outcome::Jobs(JobsOutcome::Done(rs))) => {
+                for (op, r) in j.ops.iter().zip(rs) {
+                    self.learn_job(op, r);
+                }
+            }
             (Command::Locks(l), Outcome::Locks(rs)) => {
                 for (op, r) in l.ops.iter().zip(rs) {
                     match (op, r) {
@@ -242,6 +358,28 @@ impl Workload {
             _ => {}
         }
     }
+}
+
+impl Workload {
+    /// Keeps the leases claims and renews hand out, up to a few.
+    fn learn_job(&mut self, op: &JobOp, r: &JobResult) {
+        let c = match (op, r) {
+            (JobOp::Claim { .. }, JobResult::Claimed(Some(c))) | (JobOp::Renew { .. }, JobResult::Renewed(c)) => c,
+            _ => return,
+        };
+        if let Some(known) = self.claims.iter_mut().find(|k| k.scope == c.scope && k.token == c.token) {
+            *known = c.clone();
+            return;
+        }
+        if self.claims.len() == JOB_CLAIMS_MAX {
+            self.claims.remove(0);
+        }
+        self.claims.push(c.clone());
+    }
+}
+
+fn job_target(scope: &str) -> JobTarget {
+    JobTarget { queue: JOB_QUEUE.into(), scope: scope.into() }
 }
 
 fn collect_pushes(cmd: &Command, out: &mut Vec<PushItem>) {

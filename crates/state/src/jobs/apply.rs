@@ -77,9 +77,25 @@ pub enum JobsOutcome {
 
 /// One change, and how to put it back.
 enum Undo {
-    Job { at: JobTarget, id: String, before: Option<Job> },
-    Config { queue: String, before: Option<JobConfig> },
-    Request { at: JobTarget, request_id: String },
+    Job {
+        at: JobTarget,
+        id: String,
+        before: Option<Job>,
+    },
+    Config {
+        queue: String,
+        before: Option<JobConfig>,
+    },
+    Request {
+        at: JobTarget,
+        request_id: String,
+    },
+    /// A claim minted a token: a call refused whole hands none out, so the
+    /// next claim's token is the last one handed out plus one.
+    Token {
+        at: JobTarget,
+        before: u64,
+    },
 }
 
 impl JobStore {
@@ -122,6 +138,7 @@ impl JobStore {
                     }
                 },
                 Undo::Request { at, request_id } => self.scope_mut(&at).forget_request(&request_id),
+                Undo::Token { at, before } => self.scope_mut(&at).reset_token(before),
             }
         }
     }
@@ -145,7 +162,10 @@ impl JobStore {
     }
 
     /// The job judged at `now_ms`, as stored after settling a run-out lease.
+    /// A finished job past its queue's retention is gone for writers as it
+    /// is for readers, whether or not a sweep has dropped it yet.
     fn current(&self, at: &JobTarget, id: &str, now_ms: u64) -> Option<Job> {
+        self.view(at, id, now_ms)?;
         let retry = self.queues.get(&at.queue).and_then(|q| q.config.retry);
         self.scope(at)?.get(id).map(|j| j.effective(now_ms, retry.as_ref()))
     }
@@ -154,6 +174,15 @@ impl JobStore {
         match op {
             JobOp::Configure { queue, patch } => {
                 let q = self.queues.entry(queue.clone()).or_insert_with(JobQueue::default);
+                // A lease that ran out was judged when it ran out, under the
+                // retry policy of that time: settle such jobs before the
+                // policy changes, or a job read as failed could turn pending
+                // (or the reverse) without anything done to it. Settling
+                // stores what readers already see, so it needs no undo.
+                let retry = q.config.retry;
+                for s in q.scopes.values_mut() {
+                    s.settle_expired(now, retry.as_ref(), usize::MAX);
+                }
                 let config = q.config.patched(patch);
                 let before = Some(std::mem::replace(&mut q.config, config.clone()));
                 undo.push(Undo::Config { queue: queue.clone(), before });
@@ -194,6 +223,10 @@ impl JobStore {
                 };
                 let lease = job.lease.as_mut().expect("a current lease");
                 lease.expires_ms = now.saturating_add(lease_ms);
+                // A new expiry is a new instant of availability: it ties
+                // after the ones set by earlier entries.
+                job.seq = self.scope_mut(at).mint_seq();
+                let lease = job.lease.as_ref().expect("a current lease");
                 let claim = ClaimView {
                     scope: at.scope.clone(),
                     id: proof.id.clone(),
@@ -244,8 +277,8 @@ impl JobStore {
                 self.requeue(at, id, job, now.saturating_add(delay_ms.unwrap_or(0)), now, undo)
             }
             JobOp::Cancel { at, id, .. } => {
-                let existed = self.scope(at).is_some_and(|s| s.get(id).is_some());
-                if existed {
+                let existed = self.view(at, id, now).is_some();
+                if self.scope(at).is_some_and(|s| s.get(id).is_some()) {
                     self.write(at, id, None, undo);
                 }
                 JobResult::Applied { job: None, existed }
@@ -343,9 +376,8 @@ impl JobStore {
         let s = self.scope_mut(at);
         s.forget_requests_before(now.saturating_sub(JOB_REQUEST_ID_WINDOW_MS), 64);
         if let Some(rid) = request_id {
-            if let Some(c) = s.recall(rid) {
-                let payload = s.get(&c.job_id).map(|j| j.payload.clone()).unwrap_or_default();
-                return JobResult::Claimed(Some(ClaimView::of(&at.scope, c, payload)));
+            if let Some(c) = s.recall(rid, now) {
+                return JobResult::Claimed(Some(ClaimView::of(&at.scope, c)));
             }
         }
         // Jobs whose last lease ran out are settled as failed on the way;
@@ -362,11 +394,18 @@ impl JobStore {
             }
             break id;
         };
-        let mut job = s.get(&id).expect("indexed jobs exist").clone();
-        if job.state == JobState::Leased && exhausted(job.attempts, retry.as_ref()) {
+        let stored = s.get(&id).expect("indexed jobs exist");
+        if stored.state == JobState::Leased && exhausted(stored.attempts, retry.as_ref()) {
             return JobResult::Claimed(None);
         }
+        // A job whose lease ran out is claimed as readers see it: pending
+        // since the expiry, whether or not a sweep has settled it.
+        let mut job = stored.effective(now, retry.as_ref());
+        undo.push(Undo::Token { at: at.clone(), before: s.last_token() });
         let token = s.mint_token();
+        // The lease's expiry is when the job may become available again;
+        // ties at that instant go by the entry that set it.
+        job.seq = s.mint_seq();
         job.attempts = job.attempts.saturating_add(1);
         job.state = JobState::Leased;
         job.lease = Some(Lease { owner: owner.to_string(), token, expires_ms: now.saturating_add(lease_ms) });
@@ -378,8 +417,9 @@ impl JobStore {
             owner: owner.to_string(),
             expires_ms: now.saturating_add(lease_ms),
             at_ms: now,
+            payload: job.payload.clone(),
         };
-        let view = ClaimView::of(&at.scope, &claim, job.payload.clone());
+        let view = ClaimView::of(&at.scope, &claim);
         self.write(at, &id, Some(job), undo);
         if let Some(rid) = request_id {
             self.scope_mut(at).remember(rid, claim);

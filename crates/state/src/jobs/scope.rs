@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use regina_types::limits::JOB_REQUEST_ID_WINDOW_MS;
 use serde::{Deserialize, Serialize};
 
 use super::{exhausted, Job, JobState, RetryPolicy, LEASE_EXPIRED_ERROR};
@@ -21,6 +22,10 @@ pub struct RememberedClaim {
     pub owner: String,
     pub expires_ms: u64,
     pub at_ms: u64,
+    /// The payload as it was claimed: a resent claim answers the original
+    /// claim even when the job was cancelled or replaced since.
+    #[serde(with = "serde_bytes")]
+    pub payload: Vec<u8>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -90,6 +95,12 @@ impl Scope {
     pub(crate) fn mint_token(&mut self) -> u64 {
         self.last_token += 1;
         self.last_token
+    }
+
+    /// Puts the token counter back when the call that minted past
+    /// `before` is rolled back.
+    pub(crate) fn reset_token(&mut self, before: u64) {
+        self.last_token = before;
     }
 
     pub(crate) fn mint_seq(&mut self) -> u64 {
@@ -178,8 +189,11 @@ impl Scope {
         old.len()
     }
 
-    pub fn recall(&self, request_id: &str) -> Option<&RememberedClaim> {
-        self.requests.get(request_id)
+    /// The claim made under `request_id` within the window before `now_ms`.
+    /// The window is checked here too: forgetting is bounded per claim, so
+    /// an older entry may still be held.
+    pub fn recall(&self, request_id: &str, now_ms: u64) -> Option<&RememberedClaim> {
+        self.requests.get(request_id).filter(|c| now_ms < c.at_ms.saturating_add(JOB_REQUEST_ID_WINDOW_MS))
     }
 
     pub(crate) fn remember(&mut self, request_id: &str, claim: RememberedClaim) {

@@ -64,11 +64,11 @@ pub struct ClaimView {
 }
 
 impl ClaimView {
-    pub fn of(scope: &str, c: &RememberedClaim, payload: Vec<u8>) -> ClaimView {
+    pub fn of(scope: &str, c: &RememberedClaim) -> ClaimView {
         ClaimView {
             scope: scope.to_string(),
             id: c.job_id.clone(),
-            payload,
+            payload: c.payload.clone(),
             attempt: c.attempt,
             owner: c.owner.clone(),
             token: c.token,
@@ -152,7 +152,7 @@ impl JobStore {
     /// remembered by `request_id`), read without changing anything.
     pub fn claimable(&self, at: &JobTarget, request_id: Option<&str>, now_ms: u64) -> bool {
         let Some(s) = self.scope(at) else { return false };
-        if request_id.is_some_and(|r| s.recall(r).is_some()) {
+        if request_id.is_some_and(|r| s.recall(r, now_ms).is_some()) {
             return true;
         }
         if s.pending_by_time().next().is_some_and(|(t, _, _)| *t <= now_ms) {
@@ -195,7 +195,11 @@ impl JobStore {
             }
             let attempts = s.get(id).map_or(0, |j| j.attempts);
             if super::exhausted(attempts, retry) {
-                st.counts.failed += 1;
+                // Failed when the lease ran out; retention counts from then.
+                let retired = q.config.completed_retention_ms.is_some_and(|r| exp.saturating_add(r) <= now_ms);
+                if !retired {
+                    st.counts.failed += 1;
+                }
             } else {
                 st.counts.pending += 1;
                 note_ready(&mut st, *exp);
