@@ -12,13 +12,6 @@ use jobs::*;
 use serde_json::{json, Value};
 use support::*;
 
-fn setup() -> (Workspace, Broker, reqwest::Client, String) {
-    let ws = Workspace::new();
-    let broker = Broker::start(&ws);
-    let base = broker.base();
-    (ws, broker, client(), base)
-}
-
 #[tokio::test]
 async fn enqueue_refuses_a_live_id_and_replace_only_replaces_a_finished_job() {
     let (_ws, _b, c, base) = setup();
@@ -482,4 +475,20 @@ async fn jobs_and_their_tokens_survive_a_kill() {
     let next = claim(&c, &base, "q", "w", json!({})).await;
     assert_eq!(next["token"], 2, "the token counter survived");
     assert_eq!(one(&c, &base, with_proof("complete", "q", &cl, json!({}))).await["applied"], true);
+}
+
+#[tokio::test]
+async fn metrics_count_jobs_by_stored_state() {
+    let (_ws, _b, c, base) = setup();
+    for id in ["a", "b", "c"] {
+        enqueue(&c, &base, "q", id, json!(1)).await;
+    }
+    let cl = claim(&c, &base, "q", "w", json!({})).await;
+    one(&c, &base, with_proof("complete", "q", &cl, json!({}))).await;
+    claim(&c, &base, "q", "w", json!({})).await;
+    let (_, m) = get_json(&c, &format!("{base}/metrics")).await;
+    assert_eq!(m["jobs"], json!({ "pending": 1, "leased": 1, "finished": 1 }), "{m}");
+    let text = c.get(format!("{base}/metrics/prometheus")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("regina_jobs{state=\"pending\"} 1"), "{text}");
+    assert!(text.contains("regina_jobs{state=\"finished\"} 1"), "{text}");
 }

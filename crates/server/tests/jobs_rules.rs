@@ -13,14 +13,6 @@ use std::time::Duration;
 
 use jobs::*;
 use serde_json::{json, Value};
-use support::*;
-
-fn setup() -> (Workspace, Broker, reqwest::Client, String) {
-    let ws = Workspace::new();
-    let broker = Broker::start(&ws);
-    let base = broker.base();
-    (ws, broker, client(), base)
-}
 
 #[tokio::test]
 async fn a_finished_job_past_retention_is_gone_for_writers_too() {

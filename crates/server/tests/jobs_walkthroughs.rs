@@ -29,10 +29,17 @@ async fn renders_with_a_scope_per_customer() {
     assert!(r.iter().all(|r| r["applied"] == true), "{r:?}");
 
     let acme = claim(&c, &base, "renders", "gpu-1", json!({ "scope": "acme", "waitMs": 30_000 })).await;
-    assert_eq!((acme["scope"].clone(), acme["id"].clone(), acme["token"].clone(), acme["attempt"].clone()), (json!("acme"), json!("r-42"), json!(1), json!(1)));
+    assert_eq!(
+        (acme["scope"].clone(), acme["id"].clone(), acme["token"].clone(), acme["attempt"].clone()),
+        (json!("acme"), json!("r-42"), json!(1), json!(1))
+    );
     assert_eq!(acme["payload"], json!({ "scene": "intro" }));
     let globex = claim(&c, &base, "renders", "gpu-2", json!({ "scope": "globex" })).await;
-    assert_eq!((globex["payload"].clone(), globex["token"].clone()), (json!({ "scene": "logo" }), json!(1)), "another job, its own tokens");
+    assert_eq!(
+        (globex["payload"].clone(), globex["token"].clone()),
+        (json!({ "scene": "logo" }), json!(1)),
+        "another job, its own tokens"
+    );
 
     let failed = one(
         &c,
@@ -78,7 +85,11 @@ async fn an_order_whose_bake_job_commits_with_its_kv_write() {
 
     // Sent again: the lease is gone, and nothing happens twice.
     let (_, v) = post_json(&c, &format!("{base}/api/v1/transaction"), &bake).await;
-    assert_eq!((v["success"].clone(), v["reason"].clone(), v["code"].clone()), (json!(false), json!("job_precondition"), json!("LEASE_LOST")), "{v}");
+    assert_eq!(
+        (v["success"].clone(), v["reason"].clone(), v["code"].clone()),
+        (json!(false), json!("job_precondition"), json!("LEASE_LOST")),
+        "{v}"
+    );
     let events = drain(&c, &base, "orders", "order-7", "audit", 10).await;
     let names: Vec<_> = events.iter().map(|m| m["data"]["event"].clone()).collect();
     assert_eq!(names, vec![json!("placed"), json!("baked")]);

@@ -208,15 +208,13 @@ async fn claim(
     }
 }
 
-fn read_target(queue: String, pairs: &[(String, String)]) -> Result<JobTarget, JobsError> {
+/// The (queue, scope) a read route names, and its query parameters.
+fn read_target(queue: String, raw: Option<String>) -> Result<(JobTarget, Vec<(String, String)>), JobsError> {
+    let pairs = query_pairs(raw.as_deref()).map_err(|e| JobsError::invalid(None, None, e.message))?;
     regina_types::validate_name(regina_types::NameKind::Queue, &queue)
         .map_err(|e| JobsError::invalid(None, Some("queue"), e.to_string()))?;
-    let scope = query_get(pairs, "scope").unwrap_or("").to_string();
-    Ok(JobTarget { queue, scope })
-}
-
-fn pairs_of(raw: Option<String>) -> Result<Vec<(String, String)>, JobsError> {
-    query_pairs(raw.as_deref()).map_err(|e| JobsError::invalid(None, None, e.message))
+    let scope = query_get(&pairs, "scope").unwrap_or("").to_string();
+    Ok((JobTarget { queue, scope }, pairs))
 }
 
 /// `GET /api/v1/jobs/{queue}?scope=&state=&after=&limit=`: a scan.
@@ -225,8 +223,7 @@ pub async fn scan(
     Path(queue): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, JobsError> {
-    let pairs = pairs_of(raw)?;
-    let at = read_target(queue, &pairs)?;
+    let (at, pairs) = read_target(queue, raw)?;
     let state = match query_get(&pairs, "state") {
         None | Some("") => None,
         Some(s) => Some(regina_state::jobs::JobState::parse(s).ok_or_else(|| {
@@ -257,8 +254,7 @@ pub async fn stats(
     Path(queue): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, JobsError> {
-    let pairs = pairs_of(raw)?;
-    let at = read_target(queue, &pairs)?;
+    let (at, _) = read_target(queue, raw)?;
     let stats = node.tenant_state().jobs.stats(&at, node.stamp());
     Ok(axum::Json(render::stats(&stats)).into_response())
 }

@@ -103,22 +103,24 @@ fn label(b: &Map<String, Value>, key: &str, kind: NameKind) -> ApiResult<Option<
     }
 }
 
+/// One integer option: absent is `None`, `null` names `default`, anything
+/// else must be a JSON integer in `[min, max]`.
+fn option_int(o: &Map<String, Value>, key: &str, min: u64, max: u64, default: u64) -> ApiResult<Option<u64>> {
+    match o.get(key) {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(default)),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= min && n <= max => Ok(Some(n)),
+            _ => Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}"))),
+        },
+    }
+}
+
 /// Reads the options a configure names; integers must be JSON integers in
 /// range and flags JSON booleans. Unknown keys are ignored.
 fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
     let d = QueueOptions::configured_defaults();
-    let int = |key: &str, min: u64, max: u64, default: u64| -> ApiResult<Option<u64>> {
-        match o.get(key) {
-            None => Ok(None),
-            Some(Value::Null) => Ok(Some(default)),
-            Some(v) => match v.as_u64() {
-                Some(n) if n >= min && n <= max => Ok(Some(n)),
-                _ => {
-                    Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}")))
-                }
-            },
-        }
-    };
+    let int = |key: &str, min: u64, max: u64, default: u64| option_int(o, key, min, max, default);
     let flag = |key: &str, default: bool| -> ApiResult<Option<bool>> {
         match o.get(key) {
             None => Ok(None),
@@ -159,18 +161,7 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
 /// Reads the timer retry options (`timerMaxAttempts`, `timerRetryDelayMs`,
 /// `timerMaxRetryDelayMs`); `null` names the default.
 fn timer_policy(o: &Map<String, Value>) -> ApiResult<TimerPolicyPatch> {
-    let int = |key: &str, min: u64, max: u64, default: u64| -> ApiResult<Option<u64>> {
-        match o.get(key) {
-            None => Ok(None),
-            Some(Value::Null) => Ok(Some(default)),
-            Some(v) => match v.as_u64() {
-                Some(n) if n >= min && n <= max => Ok(Some(n)),
-                _ => {
-                    Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}")))
-                }
-            },
-        }
-    };
+    let int = |key: &str, min: u64, max: u64, default: u64| option_int(o, key, min, max, default);
     Ok(TimerPolicyPatch {
         max_attempts: int("timerMaxAttempts", 1, TIMER_MAX_ATTEMPTS_MAX as u64, TIMER_MAX_ATTEMPTS_DEFAULT as u64)?
             .map(|v| v as u32),

@@ -3,7 +3,15 @@
 
 use serde_json::{json, Value};
 
-use crate::support::post_json;
+use crate::support::{client, post_json, Broker, Workspace};
+
+/// A broker on a fresh workspace, a client and the broker's base URL.
+pub fn setup() -> (Workspace, Broker, reqwest::Client, String) {
+    let ws = Workspace::new();
+    let broker = Broker::start(&ws);
+    let base = broker.base();
+    (ws, broker, client(), base)
+}
 
 /// Posts a jobs call and answers its status and body.
 pub async fn call(c: &reqwest::Client, base: &str, ops: Vec<Value>) -> (u16, Value) {

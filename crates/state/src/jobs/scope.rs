@@ -84,6 +84,12 @@ impl Scope {
         self.finished.iter()
     }
 
+    /// Jobs as stored: pending, leased (a lapsed lease still counts until
+    /// something settles it) and finished.
+    pub fn stored_counts(&self) -> (usize, usize, usize) {
+        (self.pending.len(), self.leased.len(), self.finished.len())
+    }
+
     pub fn first_finished_ms(&self) -> Option<u64> {
         self.finished.first().map(|(at, _)| *at)
     }

@@ -29,6 +29,8 @@ struct Figures {
     /// Timers waiting to fire and timers that gave up.
     timers_pending: u64,
     timers_failed: u64,
+    /// Jobs as stored: pending, leased, finished (completed or failed).
+    jobs: (u64, u64, u64),
     applied_entries: u64,
     applied_index: Option<u64>,
     last_log_index: Option<u64>,
@@ -38,12 +40,12 @@ struct Figures {
 }
 
 fn gather(node: &Node) -> Figures {
-    let (queues, leases, applied_entries, timers_pending, timers_failed) = {
+    let (queues, leases, applied_entries, timers_pending, timers_failed, jobs) = {
         let m = node.tenant_state();
         let now = now_ms(m.now_ms);
         let live = m.leases.values().filter(|l| l.expires_ms > now).count() as u64;
         let (pending, failed) = (m.timers.pending_count() as u64, m.timers.failed_count() as u64);
-        (views::queue_summaries(&*m, now), live, m.applied_entries, pending, failed)
+        (views::queue_summaries(&*m, now), live, m.applied_entries, pending, failed, m.jobs.stored_totals())
     };
     let mut totals = StatusCounts::default();
     queues.iter().for_each(|q| totals.add(q.counts));
@@ -54,6 +56,7 @@ fn gather(node: &Node) -> Figures {
         leases,
         timers_pending,
         timers_failed,
+        jobs,
         applied_entries,
         applied_index: raft.last_applied.map(|l| l.index),
         last_log_index: raft.last_log_index,
@@ -100,6 +103,7 @@ pub async fn metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         "queues": { "total": f.queues.len(), "partitions": partitions, "perQueue": per_queue },
         "leases": { "active": f.leases },
         "timers": { "pending": f.timers_pending, "failed": f.timers_failed },
+        "jobs": { "pending": f.jobs.0, "leased": f.jobs.1, "finished": f.jobs.2 },
         "raft": { "appliedIndex": f.applied_index, "lastLogIndex": f.last_log_index, "term": f.term },
     }))
     .into_response()
@@ -150,6 +154,16 @@ fn render_text(f: &Figures) -> String {
         &[
             ("{state=\"pending\"}".to_string(), f.timers_pending.to_string()),
             ("{state=\"failed\"}".to_string(), f.timers_failed.to_string()),
+        ],
+    );
+    metric(
+        "regina_jobs",
+        "gauge",
+        "Jobs as stored: pending, leased (a lapsed lease counts until a claim or sweep settles it), finished.",
+        &[
+            ("{state=\"pending\"}".to_string(), f.jobs.0.to_string()),
+            ("{state=\"leased\"}".to_string(), f.jobs.1.to_string()),
+            ("{state=\"finished\"}".to_string(), f.jobs.2.to_string()),
         ],
     );
     metric("regina_queue_messages", "gauge", "Messages kept, per queue.", &per_queue(|q| q.counts.total));
