@@ -11,6 +11,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
+# The gate: formatting and lints (warnings denied) before anything runs.
+for component in rustfmt clippy; do
+  cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$component"
+done
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 cargo build --workspace --all-targets --locked
 cargo nextest run --workspace --locked --no-fail-fast
 

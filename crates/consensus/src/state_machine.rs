@@ -72,9 +72,9 @@ impl StateMachineStore {
     /// one, with body files cut back to what that snapshot covers (the log
     /// replay after it rewrites the rest).
     pub fn open(dir: &Path) -> Result<StateMachineStore, String> {
-        let snapshots = SnapshotStore::open(&dir.join("snapshots")).map_err(|e| e.to_string())?;
+        let snapshots = SnapshotStore::open(dir.join("snapshots")).map_err(|e| e.to_string())?;
         let bodies =
-            BodyStore::open(&dir.join("bodies"), regina_state::body::BODY_SEGMENT_BYTES).map_err(|e| e.to_string())?;
+            BodyStore::open(dir.join("bodies"), regina_state::body::BODY_SEGMENT_BYTES).map_err(|e| e.to_string())?;
         let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
         if let Some((head, data)) = snapshots.load_latest().map_err(|e| e.to_string())? {
             let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;

@@ -225,7 +225,7 @@ impl Node {
     pub fn ephemeral(&self) -> Arc<crate::ephemeral::Store> {
         match crate::tenant::current() {
             None => self.ephemeral.clone(),
-            Some(t) => self.tenant_ephemeral.lock().entry(t).or_insert_with(Default::default).clone(),
+            Some(t) => self.tenant_ephemeral.lock().entry(t).or_default().clone(),
         }
     }
 

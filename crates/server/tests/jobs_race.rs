@@ -34,5 +34,5 @@ async fn concurrent_workers_keep_every_lease_and_token_rule() {
         ledger.stale_answers.len(),
         ledger.ops
     );
-    assert!(completed > 0 && ledger.stale_answers.len() > 0, "the workload exercised completes and stale leases");
+    assert!(completed > 0 && !ledger.stale_answers.is_empty(), "the workload exercised completes and stale leases");
 }

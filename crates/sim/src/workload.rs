@@ -267,7 +267,7 @@ impl Workload {
                 let delay_ms = self.rng.chance(300).then(|| self.rng.range(0, 800));
                 (JobOp::Fail { at, proof, error, retry, delay_ms, required }, "fail")
             }
-            _ => (JobOp::Release { at, proof, delay_ms: self.rng.chance(300).then(|| 200), required }, "release"),
+            _ => (JobOp::Release { at, proof, delay_ms: self.rng.chance(300).then_some(200), required }, "release"),
         };
         (op, format!("{what} {}/{} token {}", c.scope, c.id, c.token))
     }

@@ -25,7 +25,7 @@ impl State {
             return Outcome::Done;
         }
         let (now, body_pos) = (self.now_ms, self.next_body_pos);
-        let t = self.tenants.entry(tenant.to_string()).or_insert_with(State::new);
+        let t = self.tenants.entry(tenant.to_string()).or_default();
         t.now_ms = t.now_ms.max(now);
         t.applied_entries += 1;
         t.next_body_pos = body_pos;

@@ -128,7 +128,7 @@ enum Spec {
 enum Step {
     Call(Vec<Spec>),
     /// A step carrying job riders only (all required).
-    Step(Vec<Spec>),
+    Riders(Vec<Spec>),
     /// Calls batched into one entry, as the leader does: each keeps its own
     /// all-or-nothing rule.
     Batch(Vec<Vec<Spec>>),
@@ -225,7 +225,7 @@ fn step() -> impl Strategy<Value = (i64, Step)> {
     ];
     let step = prop_oneof![
         12 => prop::collection::vec(spec(), 1..4).prop_map(Step::Call),
-        2 => prop::collection::vec(rider(), 1..3).prop_map(Step::Step),
+        2 => prop::collection::vec(rider(), 1..3).prop_map(Step::Riders),
         2 => prop::collection::vec(prop::collection::vec(spec(), 1..3), 2..4).prop_map(Step::Batch),
         1 => Just(Step::Sweep),
         1 => Just(Step::Noop),
@@ -480,7 +480,7 @@ fn run(steps: &[(i64, Step)], reach: &mut Reach) -> Result<(), String> {
             }
             Step::Noop => (Command::Noop, vec![]),
             Step::Sweep => (Command::Sweep, vec![]),
-            Step::Call(_) | Step::Step(_) | Step::Batch(_) => {
+            Step::Call(_) | Step::Riders(_) | Step::Batch(_) => {
                 let mut ahead = model.clone();
                 ahead.advance(clock);
                 let mut resolve_all =
@@ -490,7 +490,7 @@ fn run(steps: &[(i64, Step)], reach: &mut Reach) -> Result<(), String> {
                         let ops = resolve_all(specs);
                         (Command::Jobs(JobsCmd { ops: ops.clone() }), vec![ops])
                     }
-                    Step::Step(specs) => {
+                    Step::Riders(specs) => {
                         let ops = resolve_all(specs);
                         let txn = TxnCmd { ops: vec![], kv: vec![], timers: vec![] };
                         (Command::Step { txn, jobs: ops.clone() }, vec![ops])

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::scope::RememberedClaim;
 use super::view::{ClaimView, JobPage, JobStats, JobView};
-use super::{exhausted, Job, JobConfig, JobOp, JobQueue, JobState, JobStore, JobTarget, Lease, LeaseProof};
+use super::{exhausted, Job, JobConfig, JobOp, JobState, JobStore, JobTarget, Lease, LeaseProof};
 
 /// Why a write did not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,7 +173,7 @@ impl JobStore {
     fn op(&mut self, op: &JobOp, now: u64, undo: &mut Vec<Undo>) -> JobResult {
         match op {
             JobOp::Configure { queue, patch } => {
-                let q = self.queues.entry(queue.clone()).or_insert_with(JobQueue::default);
+                let q = self.queues.entry(queue.clone()).or_default();
                 // A lease that ran out was judged when it ran out, under the
                 // retry policy of that time: settle such jobs before the
                 // policy changes, or a job read as failed could turn pending

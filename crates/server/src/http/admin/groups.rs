@@ -152,7 +152,7 @@ pub async fn lagging(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Ap
     };
     let rows = {
         let m = node.tenant_state();
-        views::lagging(&*m, min, now_ms(m.now_ms))
+        views::lagging(&m, min, now_ms(m.now_ms))
     };
     let out: Vec<Value> = rows
         .into_iter()

@@ -68,7 +68,7 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let (rows, mix) = {
         let m = node.tenant_state();
         let now = now_ms(m.now_ms);
-        (views::messages(&*m, &filter, offset, limit, now), views::reader_mix(&*m, filter.queue))
+        (views::messages(&m, &filter, offset, limit, now), views::reader_mix(&m, filter.queue))
     };
     let mut messages = Vec::with_capacity(rows.len());
     for r in rows {

@@ -45,7 +45,7 @@ fn gather(node: &Node) -> Figures {
         let now = now_ms(m.now_ms);
         let live = m.leases.values().filter(|l| l.expires_ms > now).count() as u64;
         let (pending, failed) = (m.timers.pending_count() as u64, m.timers.failed_count() as u64);
-        (views::queue_summaries(&*m, now), live, m.applied_entries, pending, failed, m.jobs.stored_totals())
+        (views::queue_summaries(&m, now), live, m.applied_entries, pending, failed, m.jobs.stored_totals())
     };
     let mut totals = StatusCounts::default();
     queues.iter().for_each(|q| totals.add(q.counts));

@@ -107,7 +107,7 @@ pub async fn worker_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery
     let mut workers: BTreeMap<String, (u64, Vec<String>, u64, u64)> = BTreeMap::new();
     // queue -> (lease ids, messages)
     let mut queues: BTreeMap<String, (Vec<String>, u64)> = BTreeMap::new();
-    for l in views::lanes(&*m, None, now) {
+    for l in views::lanes(&m, None, now) {
         let Some((id, expires, n)) = l.lease else { continue };
         let wk = workers.entry(id.clone()).or_insert((expires, Vec::new(), 0, 0));
         if !wk.1.contains(&l.queue) {

@@ -108,7 +108,7 @@ pub async fn fetch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
             let m = node.tenant_state();
             let mut left = call_bytes;
             asks.iter()
-                .map(|(q, p, off, eb)| views::plan_fetch(&*m, q, p, *off, *eb, &mut left, ENTRY_RECORDS_MAX))
+                .map(|(q, p, off, eb)| views::plan_fetch(&m, q, p, *off, *eb, &mut left, ENTRY_RECORDS_MAX))
                 .collect()
         };
         let got: u64 = plans.iter().flat_map(|p| &p.records).map(|(_, m)| (m.len as u64).max(1)).sum();

@@ -93,14 +93,14 @@ fn by_label(s: &MachineState, now: u64, label: fn(&QueueSummary) -> &Option<Stri
 /// `GET /api/v1/resources/namespaces`: every namespace a queue carries.
 pub async fn namespaces(State(node): State<Arc<Node>>) -> Json<Value> {
     let m = node.tenant_state();
-    let rows = by_label(&*m, now_ms(m.now_ms), |q| &q.namespace);
+    let rows = by_label(&m, now_ms(m.now_ms), |q| &q.namespace);
     Json(json!({ "namespaces": rows, "total": rows.len() }))
 }
 
 /// `GET /api/v1/resources/tasks`: every task a queue carries.
 pub async fn tasks(State(node): State<Arc<Node>>) -> Json<Value> {
     let m = node.tenant_state();
-    let rows = by_label(&*m, now_ms(m.now_ms), |q| &q.task);
+    let rows = by_label(&m, now_ms(m.now_ms), |q| &q.task);
     Json(json!({ "tasks": rows, "total": rows.len() }))
 }
 
@@ -116,7 +116,7 @@ pub async fn partitions(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) ->
     let (rows, now) = {
         let m = node.tenant_state();
         let now = now_ms(m.now_ms);
-        (views::ranked_partitions(&*m, queue, limit, now), now)
+        (views::ranked_partitions(&m, queue, limit, now), now)
     };
     let out: Vec<Value> = rows
         .iter()

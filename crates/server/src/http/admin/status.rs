@@ -110,7 +110,7 @@ pub async fn queues(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Api
     let offset = query_u64(&pairs, "offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
     let m = node.tenant_state();
     let now = now_ms(m.now_ms);
-    let rows: Vec<_> = views::queue_summaries(&*m, now)
+    let rows: Vec<_> = views::queue_summaries(&m, now)
         .into_iter()
         .filter(|q| namespace.is_none_or(|n| q.namespace.as_deref() == Some(n)))
         .filter(|q| task.is_none_or(|t| q.task.as_deref() == Some(t)))
