@@ -376,7 +376,7 @@ fn compare(state: &State, model: &Model) -> Result<(), String> {
     later.advance(model.now + READ_AHEAD_MS);
     compare_at(state, &later)?;
     for q in QUEUES {
-        if state.jobs.config(q) != model.config(q) {
+        if *state.jobs.config(q) != model.config(q) {
             return Err(format!("config of {q}: {:?}, the model has {:?}", state.jobs.config(q), model.config(q)));
         }
         for s in SCOPES {

@@ -123,11 +123,12 @@ fn operations(bytes: &[u8]) -> Result<Vec<Value>, JobsError> {
 /// schemas (including schemas a configure earlier in the same call sets).
 pub fn check_schemas(node: &Node, ops: &[Parsed]) -> Result<(), JobsError> {
     let state = node.tenant_state();
-    let mut configs: std::collections::BTreeMap<&str, regina_state::jobs::JobConfig> = Default::default();
+    // Only a queue configured inside the call needs a copy of its config.
+    let mut patched: std::collections::BTreeMap<&str, regina_state::jobs::JobConfig> = Default::default();
     for (i, p) in ops.iter().enumerate() {
         let (queue, text, which, field) = match &p.op {
             JobOp::Configure { queue, patch } => {
-                let c = configs.entry(queue).or_insert_with(|| state.jobs.config(queue));
+                let c = patched.entry(queue).or_insert_with(|| state.jobs.config(queue).clone());
                 *c = c.patched(patch);
                 continue;
             }
@@ -135,7 +136,7 @@ pub fn check_schemas(node: &Node, ops: &[Parsed]) -> Result<(), JobsError> {
             JobOp::Complete { at, result, .. } => (&at.queue, result, true, "result"),
             _ => continue,
         };
-        let c = configs.entry(queue).or_insert_with(|| state.jobs.config(queue));
+        let c = patched.get(queue.as_str()).unwrap_or_else(|| state.jobs.config(queue));
         let schema = if which { &c.result_schema } else { &c.payload_schema };
         if let Some(schema) = schema {
             super::jobs_schema::check(schema, text).map_err(|e| {

@@ -84,7 +84,7 @@ enum Undo {
     },
     Config {
         queue: String,
-        before: Option<JobConfig>,
+        before: JobConfig,
     },
     Request {
         at: JobTarget,
@@ -129,14 +129,7 @@ impl JobStore {
                         }
                     }
                 }
-                Undo::Config { queue, before } => match before {
-                    Some(c) => self.queues.entry(queue).or_default().config = c,
-                    None => {
-                        if let Some(q) = self.queues.get_mut(&queue) {
-                            q.config = JobConfig::default();
-                        }
-                    }
-                },
+                Undo::Config { queue, before } => self.queues.entry(queue).or_default().config = before,
                 Undo::Request { at, request_id } => self.scope_mut(&at).forget_request(&request_id),
                 Undo::Token { at, before } => self.scope_mut(&at).reset_token(before),
             }
@@ -165,9 +158,8 @@ impl JobStore {
     /// A finished job past its queue's retention is gone for writers as it
     /// is for readers, whether or not a sweep has dropped it yet.
     fn current(&self, at: &JobTarget, id: &str, now_ms: u64) -> Option<Job> {
-        self.view(at, id, now_ms)?;
-        let retry = self.queues.get(&at.queue).and_then(|q| q.config.retry);
-        self.scope(at)?.get(id).map(|j| j.effective(now_ms, retry.as_ref()))
+        let job = self.scope(at)?.get(id)?.effective(now_ms, self.config(&at.queue).retry.as_ref());
+        (!self.retired(&at.queue, job.state, job.updated_ms, now_ms)).then_some(job)
     }
 
     fn op(&mut self, op: &JobOp, now: u64, undo: &mut Vec<Undo>) -> JobResult {
@@ -184,7 +176,7 @@ impl JobStore {
                     s.settle_expired(now, retry.as_ref(), usize::MAX);
                 }
                 let config = q.config.patched(patch);
-                let before = Some(std::mem::replace(&mut q.config, config.clone()));
+                let before = std::mem::replace(&mut q.config, config.clone());
                 undo.push(Undo::Config { queue: queue.clone(), before });
                 JobResult::Configured(config)
             }
@@ -292,10 +284,7 @@ impl JobStore {
     }
 
     fn config_retry(&self, queue: &str) -> Option<super::RetryPolicy> {
-        match self.queues.get(queue) {
-            Some(q) => q.config.retry,
-            None => JobConfig::default().retry,
-        }
+        self.config(queue).retry
     }
 
     /// A lease length: the one asked for, else the queue's default; above
@@ -410,19 +399,18 @@ impl JobStore {
         job.state = JobState::Leased;
         job.lease = Some(Lease { owner: owner.to_string(), token, expires_ms: now.saturating_add(lease_ms) });
         job.updated_ms = now;
-        let claim = RememberedClaim {
-            job_id: id.clone(),
-            token,
+        let view = ClaimView {
+            scope: at.scope.clone(),
+            id: id.clone(),
+            payload: job.payload.clone(),
             attempt: job.attempts,
             owner: owner.to_string(),
+            token,
             expires_ms: now.saturating_add(lease_ms),
-            at_ms: now,
-            payload: job.payload.clone(),
         };
-        let view = ClaimView::of(&at.scope, &claim);
         self.write(at, &id, Some(job), undo);
         if let Some(rid) = request_id {
-            self.scope_mut(at).remember(rid, claim);
+            self.scope_mut(at).remember(rid, RememberedClaim::of(&view, now));
             undo.push(Undo::Request { at: at.clone(), request_id: rid.clone() });
         }
         JobResult::Claimed(Some(view))

@@ -152,8 +152,9 @@ impl JobStore {
     }
 
     /// The configuration of `queue`, the defaults when never configured.
-    pub fn config(&self, queue: &str) -> JobConfig {
-        self.queues.get(queue).map(|q| q.config.clone()).unwrap_or_default()
+    pub fn config(&self, queue: &str) -> &JobConfig {
+        static DEFAULT: std::sync::OnceLock<JobConfig> = std::sync::OnceLock::new();
+        self.queues.get(queue).map_or_else(|| DEFAULT.get_or_init(JobConfig::default), |q| &q.config)
     }
 
     pub fn scope(&self, at: &JobTarget) -> Option<&Scope> {

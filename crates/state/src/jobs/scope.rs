@@ -45,6 +45,20 @@ pub struct Scope {
     request_order: BTreeSet<(u64, String)>,
 }
 
+impl RememberedClaim {
+    pub fn of(claim: &super::view::ClaimView, at_ms: u64) -> RememberedClaim {
+        RememberedClaim {
+            job_id: claim.id.clone(),
+            token: claim.token,
+            attempt: claim.attempt,
+            owner: claim.owner.clone(),
+            expires_ms: claim.expires_ms,
+            at_ms,
+            payload: claim.payload.clone(),
+        }
+    }
+}
+
 impl Scope {
     pub fn get(&self, id: &str) -> Option<&Job> {
         self.jobs.get(id)

@@ -109,14 +109,14 @@ impl JobStore {
         let q = self.queues.get(&at.queue)?;
         let job = q.scopes.get(&at.scope)?.get(id)?;
         let v = JobView::of(at, id, job, now_ms, q.config.retry.as_ref());
-        (!self.retired(&at.queue, &v, now_ms)).then_some(v)
+        (!self.retired(&at.queue, v.state, v.updated_ms, now_ms)).then_some(v)
     }
 
-    /// A finished job past its queue's retention is gone for readers,
-    /// whether or not a sweep has dropped it yet.
-    fn retired(&self, queue: &str, v: &JobView, now_ms: u64) -> bool {
-        let Some(r) = self.queues.get(queue).and_then(|q| q.config.completed_retention_ms) else { return false };
-        v.state.is_finished() && v.updated_ms.saturating_add(r) <= now_ms
+    /// A finished job past its queue's retention is gone for readers (and
+    /// writers), whether or not a sweep has dropped it yet.
+    pub(crate) fn retired(&self, queue: &str, state: JobState, updated_ms: u64, now_ms: u64) -> bool {
+        let Some(r) = self.config(queue).completed_retention_ms else { return false };
+        state.is_finished() && updated_ms.saturating_add(r) <= now_ms
     }
 
     /// Jobs of a scope by id after `after`, optionally in one state.
@@ -133,7 +133,7 @@ impl JobStore {
         let Some(s) = q.scopes.get(&at.scope) else { return page };
         for (id, job) in s.after(after) {
             let v = JobView::of(at, id, job, now_ms, q.config.retry.as_ref());
-            if state.is_some_and(|st| st != v.state) || self.retired(&at.queue, &v, now_ms) {
+            if state.is_some_and(|st| st != v.state) || self.retired(&at.queue, v.state, v.updated_ms, now_ms) {
                 continue;
             }
             if page.rows.len() == limit as usize {
