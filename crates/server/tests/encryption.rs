@@ -9,19 +9,6 @@ use support::*;
 
 const SECRET: &str = "card-4242-4242-4242-4242";
 
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
-    let mut hits = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            hits.extend(files_containing(&path, needle));
-        } else if std::fs::read(&path).unwrap().windows(needle.len()).any(|w| w == needle) {
-            hits.push(path.display().to_string());
-        }
-    }
-    hits
-}
-
 #[tokio::test]
 async fn an_encrypted_queue_keeps_no_plaintext_on_disk() {
     let ws = Workspace::new();

@@ -357,19 +357,6 @@ async fn lists_by_key_by_default_and_pages_in_due_order() {
 
 const SECRET: &str = "timer-secret-4111-1111";
 
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
-    let mut hits = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            hits.extend(files_containing(&path, needle));
-        } else if std::fs::read(&path).unwrap().windows(needle.len()).any(|w| w == needle) {
-            hits.push(path.display().to_string());
-        }
-    }
-    hits
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_payloads_of_an_encrypted_queue_are_sealed_on_disk() {
     let ws = Workspace::new();

@@ -7,20 +7,6 @@ use regina_state::outcome::*;
 use regina_state::{Command, Outcome};
 use support::*;
 
-fn call(h: &mut Harness, ops: Vec<KvOp>) -> KvOutcome {
-    match h.apply(Command::Kv(KvCmd { ops })) {
-        Outcome::Kv(o) => o,
-        o => panic!("kv answered {o:?}"),
-    }
-}
-
-fn one(h: &mut Harness, op: KvOp) -> KvResult {
-    match call(h, vec![op]) {
-        KvOutcome::Done(mut r) => r.remove(0),
-        KvOutcome::Refused(r) => panic!("refused: {r:?}"),
-    }
-}
-
 fn put(key: &str, value: &str, ttl: Option<u64>, expect: Option<u64>) -> KvOp {
     KvOp::Put {
         ns: "ns".into(),

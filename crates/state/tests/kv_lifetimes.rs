@@ -10,20 +10,6 @@ use regina_state::{Command, Entry, Outcome};
 use regina_types::limits::KV_READ_EXPIRED_SKIP_MAX;
 use support::*;
 
-fn call(h: &mut Harness, ops: Vec<KvOp>) -> KvOutcome {
-    match h.apply(Command::Kv(KvCmd { ops })) {
-        Outcome::Kv(o) => o,
-        o => panic!("kv answered {o:?}"),
-    }
-}
-
-fn one(h: &mut Harness, op: KvOp) -> KvResult {
-    match call(h, vec![op]) {
-        KvOutcome::Done(mut r) => r.remove(0),
-        KvOutcome::Refused(r) => panic!("refused: {r:?}"),
-    }
-}
-
 fn put(ns: &str, key: &str, value: &str, lifetime: Option<Lifetime>) -> KvOp {
     KvOp::PutWith {
         ns: ns.into(),

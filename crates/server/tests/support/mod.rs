@@ -407,3 +407,18 @@ pub fn raw_request(port: u16, method: &str, path: &str, body: &str) -> (u16, Str
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (status, body)
 }
+
+/// The files under `dir` (recursively) whose bytes contain `needle`: what
+/// the at-rest encryption tests look for plaintext with.
+pub fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            hits.extend(files_containing(&path, needle));
+        } else if std::fs::read(&path).unwrap().windows(needle.len()).any(|w| w == needle) {
+            hits.push(path.display().to_string());
+        }
+    }
+    hits
+}

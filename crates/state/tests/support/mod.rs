@@ -94,3 +94,19 @@ pub fn ack_item(pid: u64, txn: &str, status: AckStatus, lease: &str) -> AckItem 
 pub fn offsets(r: &PopResult) -> Vec<u64> {
     r.claims.iter().flat_map(|c| c.messages.iter().map(|d| d.offset)).collect()
 }
+
+/// Applies one KV call.
+pub fn call(h: &mut Harness, ops: Vec<KvOp>) -> KvOutcome {
+    match h.apply(Command::Kv(KvCmd { ops })) {
+        Outcome::Kv(o) => o,
+        o => panic!("kv answered {o:?}"),
+    }
+}
+
+/// Applies one KV operation that must not be refused, and answers its result.
+pub fn one(h: &mut Harness, op: KvOp) -> KvResult {
+    match call(h, vec![op]) {
+        KvOutcome::Done(mut r) => r.remove(0),
+        KvOutcome::Refused(r) => panic!("refused: {r:?}"),
+    }
+}
