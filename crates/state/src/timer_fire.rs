@@ -20,19 +20,23 @@ impl State {
         if due.is_empty() {
             return;
         }
-        let items = due
-            .iter()
-            .map(|((queue, _), row)| PushItem {
-                queue: queue.clone(),
-                partition: row.partition.clone(),
-                transaction_id: row.txn.clone(),
-                trace_id: None,
-                message_id: row.message_id,
-                payload: row.payload.clone(),
+        // The rows are copies already: they move into the pushes whole.
+        let (keys, items): (Vec<_>, Vec<_>) = due
+            .into_iter()
+            .map(|(key, row)| {
+                let item = PushItem {
+                    queue: key.0.clone(),
+                    partition: row.partition,
+                    transaction_id: row.txn,
+                    trace_id: None,
+                    message_id: row.message_id,
+                    payload: row.payload,
+                };
+                (key, item)
             })
-            .collect();
+            .unzip();
         let results = self.push(&PushCmd { items }, writes);
-        for ((key, _), result) in due.iter().zip(results) {
+        for (key, result) in keys.iter().zip(results) {
             if result.status != PushStatus::Full {
                 self.timers.remove(key);
                 continue;
