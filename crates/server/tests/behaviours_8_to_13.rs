@@ -233,6 +233,13 @@ async fn b11_a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
     assert_eq!(msgs[0]["leaseId"], json!(""), "{v}");
     let (none, _) = pop_any(&env, "/api/v1/pop/queue/aa?wait=false").await;
     assert!(none.is_empty(), "an auto-acked message came back: {none:?}");
+    // `commitOnDelivery`, the current name of the same switch, does the same.
+    push_one(&env, "aa", "Default", "auto2", json!({ "a": 2 })).await;
+    let (msgs2, v2) = pop_any(&env, "/api/v1/pop/queue/aa?wait=false&commitOnDelivery=true").await;
+    assert_eq!(txns(&msgs2), ["auto2"], "{v2}");
+    assert_eq!(v2["leaseId"], json!(""), "{v2}");
+    let (none, _) = pop_any(&env, "/api/v1/pop/queue/aa?wait=false").await;
+    assert!(none.is_empty(), "a message committed at delivery came back: {none:?}");
     // The admin detail is addressed by the partition id the pop named.
     let pid = msgs[0]["partitionId"].as_str().expect("partitionId");
     let a = get(&env.c, &env.url(&format!("/api/v1/messages/{pid}/auto"))).await;
@@ -288,6 +295,35 @@ async fn b12_an_empty_body_extend_renews_a_live_lease_only() {
     let b = a.body();
     assert_eq!((b["success"].clone(), b["renewed"].clone()), (json!(false), json!(0)), "{b}");
     assert!(b.get("newExpiresAt").is_some_and(Value::is_null), "{b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extend_with_seconds_renews_by_that_length_and_refuses_bad_bodies() {
+    let env = Env::start();
+    support::configure(&env.c, &env.base, "ext", json!({ "leaseTime": 2 })).await;
+    push_one(&env, "ext", "Default", "e0", json!("work")).await;
+    let (msgs, v) = pop_any(&env, "/api/v1/pop/queue/ext?wait=false").await;
+    let lease = v["leaseId"].as_str().expect("leaseId").to_string();
+    let extend_url = env.url(&format!("/api/v1/lease/{lease}/extend"));
+    for bad in [json!({ "seconds": 0 }), json!({ "seconds": "30" }), json!({ "seconds": 86_401 }), json!({ "secs": 3 })]
+    {
+        let a = post(&env.c, &extend_url, &bad).await;
+        assert_eq!(a.status, 400, "{bad}: {}", a.text);
+        assert!(a.body()["error"].as_str().is_some_and(|e| !e.is_empty()), "{}", a.text);
+    }
+    let a = post(&env.c, &extend_url, &json!({ "seconds": 600 })).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let b = a.body();
+    assert_eq!(b["renewed"], json!(1), "{b}");
+    let expires = regina_types::time::parse_iso(b["newExpiresAt"].as_str().expect("newExpiresAt")).expect("iso");
+    let popped_at = regina_types::time::parse_iso(msgs[0]["createdAt"].as_str().expect("createdAt")).expect("iso");
+    assert!(expires >= popped_at + 590_000, "renewed by 600 s, not by the 2 s lease: {b}");
+    // Past the queue's own 2 s the message is still held.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let (stolen, _) = pop_any(&env, "/api/v1/pop/queue/ext?wait=false").await;
+    assert!(stolen.is_empty(), "a lease renewed for 600 s lapsed: {stolen:?}");
+    let r = ack_one(&env, ack_of(&msgs[0], "completed", None, None)).await;
+    assert_eq!(r[0]["success"], json!(true), "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

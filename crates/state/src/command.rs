@@ -109,6 +109,12 @@ pub enum Command {
         queue: String,
         policy: crate::options::TimerPolicyPatch,
     },
+    /// Extends a lease by a length the caller names (Queen's
+    /// `{"seconds": N}`) instead of the lease's own duration.
+    ExtendLeaseFor {
+        lease_id: String,
+        duration_ms: u64,
+    },
 }
 
 impl Command {

@@ -61,8 +61,9 @@ impl State {
         }
     }
 
-    /// Extends every live claim of a lease by its own length.
-    pub(crate) fn extend_lease(&mut self, lease_id: &str) -> ExtendResult {
+    /// Renews every live claim of a lease from now, by `duration_ms` when the
+    /// caller names one, else by the length the lease was taken for.
+    pub(crate) fn extend_lease(&mut self, lease_id: &str, duration_ms: Option<u64>) -> ExtendResult {
         let now = self.now_ms;
         let Some(e) = self.leases.get(lease_id) else {
             return ExtendResult::default();
@@ -79,7 +80,7 @@ impl State {
                 .and_then(|c| c.lease.as_mut())
                 .filter(|l| l.id == lease_id && l.is_live(now));
             if let Some(l) = slot {
-                l.expires_ms = now + l.duration_ms;
+                l.expires_ms = now.saturating_add(duration_ms.unwrap_or(l.duration_ms));
                 new_expiry = new_expiry.max(l.expires_ms);
                 renewed += 1;
             }

@@ -81,7 +81,10 @@ impl State {
             Command::Push(cmd) => Outcome::Push(self.push(cmd, writes)),
             Command::Pop(cmd) => Outcome::Pop(self.pop(cmd)),
             Command::Ack(cmd) => Outcome::Ack(self.ack(cmd)),
-            Command::ExtendLease { lease_id } => Outcome::Extend(self.extend_lease(lease_id)),
+            Command::ExtendLease { lease_id } => Outcome::Extend(self.extend_lease(lease_id, None)),
+            Command::ExtendLeaseFor { lease_id, duration_ms } => {
+                Outcome::Extend(self.extend_lease(lease_id, Some(*duration_ms)))
+            }
             Command::Configure(cmd) => self.configure(cmd),
             Command::DeleteQueue { queue } => self.delete_queue(queue),
             Command::Transaction(cmd) => Outcome::Txn(self.transaction(cmd, &[], writes)),

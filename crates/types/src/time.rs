@@ -28,7 +28,7 @@ pub fn parse_iso(s: &str) -> Option<Millis> {
     let year: i64 = s.get(0..4)?.parse().ok()?;
     let month: u32 = s.get(5..7)?.parse().ok()?;
     let day: u32 = s.get(8..10)?.parse().ok()?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
         return None;
     }
     let mut ms_of_day: i64 = 0;
@@ -84,13 +84,29 @@ fn parse_zone(zone: &str) -> Option<i64> {
         return Some(0);
     }
     let sign = if zone.starts_with('-') { -1 } else { 1 };
-    let body = zone[1..].replace(':', "");
-    if body.len() != 4 || !body.chars().all(|c| c.is_ascii_digit()) {
+    // `±hh:mm` or `±hhmm`, and an offset a clock can have.
+    let (h, m) = match zone.as_bytes() {
+        [_, h1, h2, b':', m1, m2] | [_, h1, h2, m1, m2] => (two_digits(*h1, *h2)?, two_digits(*m1, *m2)?),
+        _ => return None,
+    };
+    if h > 23 || m > 59 {
         return None;
     }
-    let h: i64 = body[..2].parse().ok()?;
-    let m: i64 = body[2..].parse().ok()?;
     Some(sign * (h * 60 + m) * 60_000)
+}
+
+fn two_digits(a: u8, b: u8) -> Option<i64> {
+    (a.is_ascii_digit() && b.is_ascii_digit()).then(|| i64::from(a - b'0') * 10 + i64::from(b - b'0'))
+}
+
+/// Days in a month of the proleptic Gregorian calendar.
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 // Howard Hinnant's civil-date algorithms (public domain).
@@ -138,5 +154,19 @@ mod tests {
         assert_eq!(parse_iso("2024-03-01"), parse_iso("2024-03-01T00:00:00Z"));
         assert_eq!(parse_iso("garbage"), None);
         assert_eq!(parse_iso("2024-13-01T00:00:00Z"), None);
+        // Offsets and dates no clock or calendar has.
+        for bad in [
+            "2024-03-01T10:00:00+99:99",
+            "2024-03-01T10:00:00+24:00",
+            "2024-03-01T10:00:00-00:60",
+            "2024-03-01T10:00:00+1:00",
+            "2024-03-01T10:00:00+0100x",
+            "2023-02-29",
+            "2024-04-31T00:00:00Z",
+        ] {
+            assert_eq!(parse_iso(bad), None, "{bad}");
+        }
+        assert_eq!(parse_iso("2024-02-29"), Some(base - base % 86_400_000 - 86_400_000));
+        assert_eq!(parse_iso("2024-03-01T11:00:00+0100"), Some(base));
     }
 }

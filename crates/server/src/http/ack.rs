@@ -14,7 +14,7 @@ use serde_json::json;
 use regina_state::command::{AckCmd, AckItem, AckStatus};
 use regina_state::outcome::{AckResult, ERR_UNRESOLVABLE};
 use regina_state::{Command, Outcome};
-use regina_types::limits::{ACK_BATCH_MAX, ACK_ERROR_BYTES_MAX, TRANSACTION_ID_BYTES_MAX};
+use regina_types::limits::{ACK_BATCH_MAX, ACK_ERROR_BYTES_MAX, LEASE_SECONDS_MAX, TRANSACTION_ID_BYTES_MAX};
 use regina_types::time::format_iso;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 
@@ -163,7 +163,29 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-pub async fn extend_lease(State(node): State<Arc<Node>>, Path(lease_id): Path<String>) -> ApiResult<Response> {
+/// The extend body: empty or `{}` renews by the lease's own length;
+/// `{"seconds": N}` renews by N seconds from now.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtendBody {
+    #[serde(default)]
+    seconds: Option<u64>,
+}
+
+pub async fn extend_lease(
+    State(node): State<Arc<Node>>,
+    Path(lease_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let bytes = body_bytes(body)?;
+    let ExtendBody { seconds } = json_body(&bytes, true)?;
+    let duration_ms = match seconds {
+        None => None,
+        Some(s) if (1..=LEASE_SECONDS_MAX).contains(&s) => Some(s * 1000),
+        Some(s) => {
+            return Err(ApiError::bad_request(format!("seconds must be from 1 to {LEASE_SECONDS_MAX}, not {s}")));
+        }
+    };
     if lease_id.is_empty() || lease_id.len() > LEASE_ID_BYTES_MAX || lease_id.chars().any(char::is_control) {
         return Err(ApiError::bad_request(format!(
             "lease id must be 1 to {LEASE_ID_BYTES_MAX} bytes without control characters"
@@ -171,7 +193,11 @@ pub async fn extend_lease(State(node): State<Arc<Node>>, Path(lease_id): Path<St
     }
     let known = node.tenant_state().leases.contains_key(&lease_id);
     let r = if known {
-        match node.propose(Command::ExtendLease { lease_id: lease_id.clone() }).await? {
+        let cmd = match duration_ms {
+            None => Command::ExtendLease { lease_id: lease_id.clone() },
+            Some(duration_ms) => Command::ExtendLeaseFor { lease_id: lease_id.clone(), duration_ms },
+        };
+        match node.propose(cmd).await? {
             Outcome::Extend(r) => r,
             other => return Err(ApiError::internal(format!("extend answered {other:?}"))),
         }

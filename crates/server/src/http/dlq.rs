@@ -49,7 +49,7 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let mut messages = Vec::new();
     for (queue, e) in rows.into_iter().skip(offset).take(limit) {
         let b = read_message(&node, e.pos, e.len)?;
-        let data: Value = serde_json::from_slice(&b.payload).unwrap_or(Value::Null);
+        let data: Value = serde_json::from_str(super::render::payload_raw(b.payload).get()).unwrap_or(Value::Null);
         messages.push(json!({
             "id": uuid_string(&b.id),
             "transactionId": b.transaction_id,

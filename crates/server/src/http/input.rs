@@ -64,3 +64,12 @@ pub fn query_u64(pairs: &[(String, String)], key: &str, min: u64, max: u64) -> A
         },
     }
 }
+
+/// Whether raw payload bytes (a binary push item, a decoded timer payload)
+/// are one JSON document in UTF-8. serde_json skips a string's bytes without
+/// checking their UTF-8 when it only validates, so the text is checked first:
+/// a payload that got in as bytes no reader could decode would block its
+/// partition for every JSON consumer.
+pub fn is_json_document(bytes: &[u8]) -> bool {
+    std::str::from_utf8(bytes).is_ok_and(|text| serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok())
+}

@@ -88,7 +88,10 @@ fn parse(node: &Node, target: PopTarget, raw: Option<&str>) -> ApiResult<PopRequ
     let wait = query_bool(&pairs, "wait")?.unwrap_or(false);
     let timeout_ms = query_u64(&pairs, "timeout", 0, u64::MAX)?.unwrap_or(POP_WAIT_MS_DEFAULT).min(POP_WAIT_MS_MAX);
     let lease_ms = query_u64(&pairs, "leaseSeconds", 0, LEASE_SECONDS_MAX)?.filter(|s| *s > 0).map(|s| s * 1000);
-    let auto_ack = query_bool(&pairs, "autoAck")?.unwrap_or(false);
+    // `commitOnDelivery` is the current name, `autoAck` the older one the
+    // clients still send: either commits at delivery.
+    let auto_ack =
+        query_bool(&pairs, "autoAck")?.unwrap_or(false) || query_bool(&pairs, "commitOnDelivery")?.unwrap_or(false);
     let conflation = query_bool(&pairs, "conflation")?.unwrap_or(false);
     if conflation && group == QUEUE_MODE_GROUP {
         return Err(ApiError::bad_request("conflation needs a consumerGroup"));

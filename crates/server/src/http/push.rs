@@ -168,8 +168,8 @@ pub(super) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
 
 /// An item read from a binary body; its payload must be JSON.
 pub(super) fn from_binary(i: usize, b: binary::BinaryItem) -> ApiResult<PushItem> {
-    if serde_json::from_slice::<serde::de::IgnoredAny>(&b.payload).is_err() {
-        return Err(ApiError::bad_body(format!("items[{i}]: payload is not valid JSON")));
+    if !super::input::is_json_document(&b.payload) {
+        return Err(ApiError::bad_body(format!("items[{i}]: payload is not a JSON document in UTF-8")));
     }
     let fields = ItemFields {
         queue: &b.queue,

@@ -1,5 +1,6 @@
 //! Rendering stored messages as the JSON the clients read.
 
+use base64::Engine;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -71,7 +72,7 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
                 id: uuid_string(&b.id),
                 transaction_id: b.transaction_id,
                 trace_id: b.trace_id.as_ref().map(uuid_string),
-                data: raw_payload(b.payload)?,
+                data: payload_raw(b.payload),
                 producer_sub: None,
                 created_at: format_iso(b.created_ms),
                 partition_id: c.partition_id.to_string(),
@@ -100,12 +101,56 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
     })
 }
 
-/// A stored payload as raw JSON (it was validated JSON when pushed).
-fn raw_payload(p: Vec<u8>) -> ApiResult<Box<RawValue>> {
-    let s = if p.is_empty() {
-        "null".to_string()
-    } else {
-        String::from_utf8(p).map_err(|_| ApiError::internal("payload is not UTF-8"))?
+/// A stored payload as raw JSON. The edge only accepts JSON documents, but
+/// whatever got in some other way (an older version, a bug) must not make
+/// its partition unreadable: a payload that is not JSON in UTF-8 is delivered
+/// as `{"unreadablePayload": {"reason", "base64"}}`, its bytes intact, so the
+/// reader can take it, dead-letter it or ack past it.
+pub fn payload_raw(p: Vec<u8>) -> Box<RawValue> {
+    if p.is_empty() {
+        return RawValue::from_string("null".into()).expect("null is JSON");
+    }
+    let reason = match std::str::from_utf8(&p) {
+        Err(e) => format!("the stored payload is not UTF-8: {e}"),
+        Ok(text) => match serde_json::from_str::<&RawValue>(text) {
+            Err(e) => format!("the stored payload is not JSON: {e}"),
+            Ok(_) => {
+                let text = String::from_utf8(p).expect("checked UTF-8 above");
+                return RawValue::from_string(text).expect("checked JSON above");
+            }
+        },
     };
-    RawValue::from_string(s).map_err(|e| ApiError::internal(format!("stored payload is not JSON: {e}")))
+    let wrapped = serde_json::json!({ "unreadablePayload": {
+        "reason": reason,
+        "base64": base64::engine::general_purpose::STANDARD.encode(&p),
+    }});
+    serde_json::value::to_raw_value(&wrapped).expect("a JSON value renders")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::payload_raw;
+    use base64::Engine;
+    use serde_json::{json, Value};
+
+    fn rendered(p: &[u8]) -> Value {
+        serde_json::from_str(payload_raw(p.to_vec()).get()).expect("always JSON")
+    }
+
+    #[test]
+    fn json_payloads_render_as_themselves() {
+        assert_eq!(rendered(b""), Value::Null);
+        assert_eq!(rendered(br#"{"a":[1,"\u00e9"]}"#), json!({"a": [1, "é"]}));
+    }
+
+    #[test]
+    fn undecodable_payloads_render_wrapped_with_their_bytes() {
+        for bad in [&b"\"\xff\""[..], b"{not json", b"\xc3"] {
+            let v = rendered(bad);
+            let inner = &v["unreadablePayload"];
+            assert!(inner["reason"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
+            let bytes = base64::engine::general_purpose::STANDARD.decode(inner["base64"].as_str().unwrap()).unwrap();
+            assert_eq!(bytes, bad);
+        }
+    }
 }

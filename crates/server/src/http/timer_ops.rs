@@ -194,8 +194,11 @@ fn payload_of(i: usize, o: &Map<String, Value>) -> Result<Vec<u8>, Response> {
             format!("operations[{i}]: payload is over {TIMER_PAYLOAD_BYTES_MAX} bytes"),
         ));
     }
-    if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
-        return Err(bad("timers_bad_body", format!("operations[{i}]: the decoded payload is not JSON")));
+    if !super::input::is_json_document(&bytes) {
+        return Err(bad(
+            "timers_bad_body",
+            format!("operations[{i}]: the decoded payload is not a JSON document in UTF-8"),
+        ));
     }
     Ok(bytes)
 }
