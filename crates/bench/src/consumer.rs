@@ -167,6 +167,39 @@ impl Worker {
         target_known && now_micros().saturating_sub(last) > IDLE_MICROS
     }
 
+    /// What a pop delivered: the records the audit keeps (with end-to-end
+    /// latency sampled) and the acks that settle them.
+    fn records_of<'m>(
+        &self,
+        msgs: &'m [PopMessage],
+        now: u64,
+        st: &mut WorkerStats,
+    ) -> (Vec<Record>, Vec<AckItem<'m>>) {
+        let mut recs = Vec::with_capacity(msgs.len());
+        let mut acks = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            let data = m.data.as_ref();
+            if let Some(sent) = data.and_then(|d| d.t) {
+                st.end_to_end.record(now.saturating_sub(sent));
+            }
+            recs.push(Record {
+                group: self.group_index,
+                partition: m.partition.to_string(),
+                offset: m.offset,
+                txn: m.transaction_id.to_string(),
+                seq: data.and_then(|d| d.s),
+                attempt: m.delivery_attempt.unwrap_or(1),
+            });
+            acks.push(AckItem {
+                transaction_id: &m.transaction_id,
+                partition_id: &m.partition_id,
+                status: "completed",
+                lease_id: m.lease_id.as_deref().filter(|l| !l.is_empty()),
+            });
+        }
+        (recs, acks)
+    }
+
     /// Pops and acks until the group has its target and the queue answers
     /// empty, or the deadline passes.
     pub async fn run(
@@ -204,28 +237,7 @@ impl Worker {
                 continue;
             }
             let now = now_micros();
-            let mut recs = Vec::with_capacity(msgs.len());
-            let mut acks = Vec::with_capacity(msgs.len());
-            for m in &msgs {
-                let data = m.data.as_ref();
-                if let Some(sent) = data.and_then(|d| d.t) {
-                    st.end_to_end.record(now.saturating_sub(sent));
-                }
-                recs.push(Record {
-                    group: self.group_index,
-                    partition: m.partition.to_string(),
-                    offset: m.offset,
-                    txn: m.transaction_id.to_string(),
-                    seq: data.and_then(|d| d.s),
-                    attempt: m.delivery_attempt.unwrap_or(1),
-                });
-                acks.push(AckItem {
-                    transaction_id: &m.transaction_id,
-                    partition_id: &m.partition_id,
-                    status: "completed",
-                    lease_id: m.lease_id.as_deref().filter(|l| !l.is_empty()),
-                });
-            }
+            let (recs, acks) = self.records_of(&msgs, now, &mut st);
             // Recorded before the ack: the partition's next lease (maybe in
             // another worker) can only start after the ack commits, so the
             // shared log keeps each partition's delivery order.

@@ -4,6 +4,9 @@
 //! of one partition delivered out of order. `consume` and `e2e` run against
 //! it end to end; the faulty ones must fail the run, the correct one pass.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

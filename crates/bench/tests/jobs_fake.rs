@@ -5,6 +5,9 @@
 //! drained, and memory per job comes from `GET /metrics`. No timing is
 //! asserted.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

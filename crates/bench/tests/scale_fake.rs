@@ -4,6 +4,9 @@
 //! message is acked, and no named pop is aimed at a drained partition.
 //! No timing is asserted.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

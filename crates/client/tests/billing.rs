@@ -2,6 +2,9 @@
 //! in one step (ack the event, push a receipt, record the order, mark the
 //! payment handled, schedule a reminder), and doing it again writes nothing.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::Duration;

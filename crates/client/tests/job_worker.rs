@@ -3,6 +3,9 @@
 //! backoff, keeps a long job's lease alive, notices a lost lease, and stops
 //! on its signal once the job in hand is settled.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::sync::{Arc, Mutex};

@@ -4,6 +4,9 @@
 //! lost for good, a waiting claim wakes up for a job, and job riders commit
 //! (or are refused) with the rest of a step.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::Duration;

@@ -3,6 +3,9 @@
 //! someone else holds the lock; and a handle that renews itself keeps its
 //! lock as long as it lives, and says so when it no longer does.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::Duration;

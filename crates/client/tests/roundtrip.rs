@@ -1,6 +1,9 @@
 //! One round trip per module against a real broker: what goes out comes
 //! back in the shape the types promise.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::Duration;

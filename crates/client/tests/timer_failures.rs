@@ -2,6 +2,9 @@
 //! and error, listing by state and in due order, and retrying a timer that
 //! failed because its queue was full.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::{Duration, SystemTime};

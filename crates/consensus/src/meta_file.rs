@@ -64,7 +64,8 @@ impl MetaFile {
         match fs::read(&self.path) {
             Ok(b) => {
                 let (crc, body) = b.split_at(4.min(b.len()));
-                if crc.len() != 4 || u32::from_le_bytes(crc.try_into().unwrap()) != crc32(body) {
+                let stored = <[u8; 4]>::try_from(crc).ok().map(u32::from_le_bytes);
+                if stored != Some(crc32(body)) {
                     return Err(std::io::Error::other(format!(
                         "{} is corrupt (checksum mismatch)",
                         self.path.display()

@@ -18,13 +18,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use regina_storage::{Io, RecordPos, Wal, WalError, WalOptions};
+use regina_types::limits::RAFT_GROUPS_MAX;
 
 use crate::log_index::{LogIndex, Oldest};
 use crate::meta_file::{Meta, MetaFile};
 use crate::wal_record::{self, Record};
-
-/// Most Raft groups one node runs. Every purge looks at each of them.
-pub const GROUPS_MAX: u16 = 64;
 
 /// What one group keeps beside the shared WAL.
 pub(crate) struct Group {
@@ -45,8 +43,8 @@ impl SharedWal {
     /// Opens (or creates) the log of `groups` groups under `dir`: meta files
     /// in `dir`, the WAL in `dir/wal`.
     pub fn open(dir: &Path, groups: u16, options: WalOptions, io: Arc<dyn Io>) -> Result<SharedWal, String> {
-        if groups == 0 || groups > GROUPS_MAX {
-            return Err(format!("a log holds 1 to {GROUPS_MAX} Raft groups, not {groups}"));
+        if groups == 0 || groups > RAFT_GROUPS_MAX {
+            return Err(format!("a log holds 1 to {RAFT_GROUPS_MAX} Raft groups, not {groups}"));
         }
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let listed = MetaFile::groups_in(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;

@@ -5,6 +5,9 @@
 //! own temporary directory laid out as the node lays out its data directory;
 //! the directory is removed only once the case has dropped both stores.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use openraft::testing::Suite;

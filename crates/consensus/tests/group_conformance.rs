@@ -1,6 +1,9 @@
 //! openraft's storage conformance suite against one group of a log whose
 //! WAL is shared by three groups, the others holding entries of their own.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use openraft::testing::Suite;

@@ -5,6 +5,9 @@
 //! outside a running Raft go through its test suite's public helpers; the
 //! end-to-end cases run a real single-voter Raft over our stores.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};

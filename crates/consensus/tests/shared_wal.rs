@@ -8,6 +8,9 @@
 //! (0,0) then (1,1..=10); the groups differ in what they truncate, purge
 //! and vote.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::future::Future;

@@ -3,6 +3,9 @@
 //! same time, one of them snapshots and purges its log, and after a restart
 //! every group is back at exactly its own state.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::collections::BTreeMap;

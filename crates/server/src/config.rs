@@ -162,7 +162,7 @@ impl Config {
 }
 
 fn parse_groups(v: &str) -> Result<u16, String> {
-    let max = crate::groups::RAFT_GROUPS_MAX;
+    let max = regina_types::limits::RAFT_GROUPS_MAX;
     match v.parse::<u16>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("--raft-groups: {v:?} is not a count from 1 to {max}")),

@@ -1,6 +1,6 @@
 //! A node's Raft groups and where each request goes.
 //!
-//! A node runs `--raft-groups` groups (1 to [`RAFT_GROUPS_MAX`]), each a
+//! A node runs `--raft-groups` groups (1 to `RAFT_GROUPS_MAX`), each a
 //! full replica ([`Node`]) with its own state, body files and snapshots, and
 //! all of them logging into one shared WAL so that their fdatasyncs
 //! coalesce. Every group has the same members.
@@ -23,12 +23,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use regina_consensus::LogStore;
 use regina_storage::{RealIo, WalOptions};
+use regina_types::limits::RAFT_GROUPS_MAX;
 use tower::ServiceExt;
 
 use crate::node::{Node, NodeOptions};
 
-/// Raft groups per node at most.
-pub const RAFT_GROUPS_MAX: u16 = 64;
 /// Remembers the group count a data directory was created with.
 const GROUPS_FILE: &str = "raft-groups";
 

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use openraft::error::{ClientWriteError, RaftError};
 use regina_consensus::{LogStore, Raft};
 use regina_state::{Command, Entry, Outcome};
+use regina_types::limits::PROPOSAL_ANSWER_MS_MAX;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// Entries proposed and not yet answered. Two keep openraft's core busy:
@@ -27,7 +28,7 @@ const MAX_BATCH_BYTES: usize = 8 << 20;
 /// How long a request waits for its entry to be applied. A leader cut off
 /// from its majority cannot commit; past this the client hears that the
 /// outcome is unknown (the entry may still commit under a later leader).
-const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(PROPOSAL_ANSWER_MS_MAX);
 
 /// Why a write was not applied.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -10,11 +10,11 @@
 
 use std::future::Future;
 
+use regina_types::limits::TENANT_NAME_BYTES_MAX;
+
 use crate::http::ApiError;
 
 pub const TENANT_HEADER: &str = "x-queen-tenant";
-/// Longest tenant name, in bytes.
-pub const TENANT_NAME_BYTES_MAX: usize = 128;
 
 /// The tenant a request was found to act for, attached to it by the
 /// dispatcher (`groups::dispatch`), which reads the header once.

@@ -3,6 +3,9 @@
 //! are 200s with `success: false`; long polls, odd paths and odd payloads
 //! behave as clients expect.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::{Duration, Instant};

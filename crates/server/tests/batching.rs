@@ -1,6 +1,9 @@
 //! Requests that arrive together share a log entry: each still gets its own
 //! answer, and none is lost, repeated or merged with another.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/behaviours.rs"]
 mod behaviours;
 mod support;

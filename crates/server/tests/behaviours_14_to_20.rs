@@ -4,6 +4,9 @@
 //! (empty bodies, odd paths, encodings, reads by offset). Each test starts
 //! its own broker.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/behaviours.rs"]
 mod behaviours;
 mod support;

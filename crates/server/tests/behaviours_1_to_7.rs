@@ -3,6 +3,9 @@
 //! shape, long polls, per-partition order with lease exclusivity, and how
 //! `batch` and `partitions` bound a pop. Each test starts its own broker.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/behaviours.rs"]
 mod behaviours;
 mod support;

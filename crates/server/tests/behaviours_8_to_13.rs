@@ -4,6 +4,9 @@
 //! test starts its own broker; leases are one or two seconds so expiry
 //! shows up quickly.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/behaviours.rs"]
 mod behaviours;
 mod support;

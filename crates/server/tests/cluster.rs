@@ -3,6 +3,9 @@
 //! cluster in place and shrinks again, and a node that missed a purged log
 //! catches up from a snapshot that carries the message bodies.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/cluster.rs"]
 mod cluster;
 mod support;

@@ -10,6 +10,9 @@
 //! (with the original offset) when it did. Either way the id must be stored
 //! once.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -2,6 +2,9 @@
 //! payload in any file under the data directory, and pops answer plaintext,
 //! also after a restart.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use serde_json::json;

@@ -3,6 +3,9 @@
 //! stop, bounds that answer 429 with `Retry-After`, refusals in the
 //! ephemeral envelope, and contents that do not survive a restart.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::{Duration, Instant};

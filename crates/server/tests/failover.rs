@@ -9,6 +9,9 @@
 //! The time from the kill to the first write answered through a surviving
 //! node is printed (`failover:`), as a figure, never asserted.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/cluster.rs"]
 mod cluster;
 mod support;

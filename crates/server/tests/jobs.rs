@@ -2,6 +2,9 @@
 //! code, leases judged at read time, backoff, scopes and their tokens, the
 //! read routes, schemas, retention, and job riders of a step.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/jobs.rs"]
 mod jobs;
 mod support;

@@ -3,6 +3,9 @@
 //! restarted. Afterwards the same lease and token rules hold, nothing
 //! enqueued is lost, and every node holds the same state.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/cluster.rs"]
 mod cluster;
 #[path = "support/job_workload.rs"]

@@ -4,6 +4,9 @@
 //! completed exactly once (by its latest lease) or failed after its
 //! attempts, and no stale lease ever completed a job.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/job_workload.rs"]
 mod job_workload;
 mod support;

@@ -5,6 +5,9 @@
 //! with its call uses up no token, and equal instants tie by the entry that
 //! set them.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/jobs.rs"]
 mod jobs;
 mod support;

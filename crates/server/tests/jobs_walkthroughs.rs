@@ -1,5 +1,8 @@
 //! The walkthroughs of docs/jobs.md, step for step against a real broker.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/jobs.rs"]
 mod jobs;
 mod support;

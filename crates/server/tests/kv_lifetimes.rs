@@ -3,6 +3,9 @@
 //! answers, namespace default expirations, the namespace scan, transaction
 //! riders, and every refusal of a malformed lifetime.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/behaviours.rs"]
 mod behaviours;
 mod support;

@@ -1,6 +1,9 @@
 //! The walkthrough of docs/kv.md, step by step against a real broker: a
 //! session store whose namespace default forgets sessions idle for 2 s.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/behaviours.rs"]
 mod behaviours;
 mod support;

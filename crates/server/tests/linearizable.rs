@@ -7,6 +7,9 @@
 //! key, never more than two holders of a two-permit semaphore, and every
 //! version and token handed out exactly once.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/cluster.rs"]
 mod cluster;
 #[path = "support/linearizability.rs"]

@@ -2,6 +2,9 @@
 //! queue options, cursors, dedup memory and leases survive both a graceful
 //! restart and a SIGKILL restart on the same data directory.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::{Duration, Instant};

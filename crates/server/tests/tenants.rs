@@ -5,6 +5,9 @@
 //! the header also survives forwarding. Then the same over four Raft
 //! groups per node, with a leader killed midway.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 #[path = "support/cluster.rs"]
 mod cluster;
 mod support;

@@ -3,6 +3,9 @@
 //! the retry operation, the timer retry options, the metrics, sealed
 //! payloads of encrypted queues, and every refusal.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -1,6 +1,9 @@
 //! The walkthrough of docs/timers.md, step by step against a real broker:
 //! a payment timeout that must not vanish because its queue was full.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::time::{Duration, Instant};

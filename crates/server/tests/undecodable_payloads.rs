@@ -3,6 +3,9 @@
 //! not UTF-8 is refused at the edge, and the partition it aimed at stays
 //! readable by every JSON consumer, before and after the refusal.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use base64::Engine;

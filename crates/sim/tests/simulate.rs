@@ -6,6 +6,9 @@
 //! - `a_seed_replays_exactly`: one seed twice, same digest.
 //! - The checker's own tests: broken components must be caught.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 use regina_sim::{run, Sabotage, SimConfig};
 
 /// Seeds CI runs: enough to cover every fault kind many times, few enough

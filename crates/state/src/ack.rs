@@ -125,41 +125,14 @@ impl State {
         }
         let meta = *p.meta(offset).expect("offsets inside a lease are kept");
         let mut result = AckResult { success: true, ..Default::default() };
-        let mut dead = None;
-        let release = match item.status {
-            AckStatus::Completed => {
-                c.commit_to(offset + 1);
-                lease.as_ref().is_some_and(|l| c.next >= l.end)
-            }
-            AckStatus::Retry => {
-                c.commit_to(offset);
-                plan.clamped.push(slot);
-                true
-            }
-            AckStatus::Failed => {
-                c.commit_to(offset);
-                if c.fail_offset == offset {
-                    c.failures += 1;
-                } else {
-                    c.fail_offset = offset;
-                    c.failures = 1;
-                }
-                if c.failures > retry_limit {
-                    let attempts = c.failures;
-                    c.commit_to(offset + 1);
-                    if to_dlq {
-                        dead = Some(attempts);
-                    }
-                }
-                plan.clamped.push(slot);
-                true
-            }
-            AckStatus::Dlq => {
-                dead = Some(c.attempt_of(offset));
-                c.commit_to(offset + 1);
-                lease.as_ref().is_some_and(|l| c.next >= l.end)
-            }
-        };
+        let settled = settle(c, item.status, offset, retry_limit, to_dlq);
+        if settled.clamps {
+            plan.clamped.push(slot);
+        }
+        // A completion (or a dead-lettering) releases the lease once the
+        // cursor passes its end; a nack always hands the batch back.
+        let release = settled.clamps || lease.as_ref().is_some_and(|l| c.next >= l.end);
+        let dead = settled.dead;
         if let Some(l) = lease.filter(|_| release) {
             c.lease = None;
             plan.releases.push((l.id, slot));
@@ -183,5 +156,50 @@ impl State {
             ));
         }
         result
+    }
+}
+
+/// What one ack did to its cursor.
+struct Settled {
+    /// The partition's later items in this call are handed back with it.
+    clamps: bool,
+    /// The message is dead-lettered after this many attempts.
+    dead: Option<u32>,
+}
+
+/// Moves the cursor for an ack of `offset`: a completion or a dead-letter
+/// commits past it; a nack commits up to it (so it is redelivered), counts
+/// the failure and, past the retry limit, gives the message up.
+fn settle(c: &mut Cursor, status: AckStatus, offset: u64, retry_limit: u32, to_dlq: bool) -> Settled {
+    match status {
+        AckStatus::Completed => {
+            c.commit_to(offset + 1);
+            Settled { clamps: false, dead: None }
+        }
+        AckStatus::Retry => {
+            c.commit_to(offset);
+            Settled { clamps: true, dead: None }
+        }
+        AckStatus::Failed => {
+            c.commit_to(offset);
+            if c.fail_offset == offset {
+                c.failures += 1;
+            } else {
+                c.fail_offset = offset;
+                c.failures = 1;
+            }
+            let mut dead = None;
+            if c.failures > retry_limit {
+                let attempts = c.failures;
+                c.commit_to(offset + 1);
+                dead = to_dlq.then_some(attempts);
+            }
+            Settled { clamps: true, dead }
+        }
+        AckStatus::Dlq => {
+            let attempts = c.attempt_of(offset);
+            c.commit_to(offset + 1);
+            Settled { clamps: false, dead: Some(attempts) }
+        }
     }
 }

@@ -5,14 +5,8 @@
 
 use std::collections::{HashSet, VecDeque};
 
+use regina_types::limits::TRACES_KEPT;
 use serde::{Deserialize, Serialize};
-
-/// How many trace events are kept; older ones are dropped first.
-pub const TRACES_KEPT: usize = 10_000;
-/// Largest trace payload (JSON text) accepted, in bytes.
-pub const TRACE_DATA_BYTES_MAX: usize = 16 * 1024;
-/// Most names one trace event may carry.
-pub const TRACE_NAMES_MAX: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceEvent {

@@ -5,11 +5,12 @@
 //! writes applied. An ack that would change nothing (already committed)
 //! refuses the step too: a step sent twice must not push twice.
 
+use crate::ack::AckPlan;
 use crate::body::BodyWrite;
 use crate::command::{AckItem, PushCmd, TxnCmd, TxnOp};
 use crate::jobs::apply::JobsOutcome;
 use crate::jobs::JobOp;
-use crate::outcome::{TxnOutcome, TxnResult};
+use crate::outcome::{AckResult, TxnOutcome, TxnResult};
 use crate::state::State;
 
 impl State {
@@ -50,39 +51,11 @@ impl State {
             .collect();
         let items: Vec<(&str, &AckItem)> = acks.iter().map(|(_, a)| *a).collect();
         let plan = self.plan_acks(&items);
-        for ((op_index, (_, item)), r) in acks.iter().zip(&plan.results) {
-            // A fenced ack needs its lease still held (live leases are exactly
-            // the ones in the table: lapsed ones were released when this
-            // entry began). Under a held lease, or unfenced, re-acking a
-            // committed message is a no-op and the rest of the step commits.
-            let lease_gone = item.lease_id.as_ref().is_some_and(|l| !self.leases.contains_key(l));
-            if !r.success || lease_gone {
-                let why = if lease_gone {
-                    format!("ack of {}: its lease is no longer held", item.transaction_id)
-                } else {
-                    format!("ack of {} refused: {}", item.transaction_id, r.error.as_deref().unwrap_or("refused"))
-                };
-                return TxnOutcome::Refused {
-                    reason: "rejected_ack".into(),
-                    failed_index: *op_index,
-                    error: format!("QTXN {why}; the transaction rolled back"),
-                    kv: None,
-                    job: None,
-                };
-            }
+        if let Some(refusal) = self.refused_ack(&acks, &plan.results) {
+            return refusal;
         }
-        if let Some((i, offset)) = self.first_stored_duplicate(cmd) {
-            let TxnOp::Push(p) = &cmd.ops[i] else { unreachable!("duplicates are pushes") };
-            return TxnOutcome::Refused {
-                reason: "duplicate".into(),
-                failed_index: i,
-                error: format!(
-                    "QDUP a pushed message to {}/{} is a duplicate (original offset {offset}); the transaction rolled back",
-                    p.queue, p.partition
-                ),
-                kv: None,
-                    job: None,
-            };
+        if let Some(refusal) = self.refused_duplicate(cmd) {
+            return refusal;
         }
         let kv_plan = match self.kv.plan(&cmd.kv, self.now_ms) {
             Ok(plan) => plan,
@@ -97,13 +70,8 @@ impl State {
             }
         };
         if let Some(i) = self.overflowing_push(cmd) {
-            return TxnOutcome::Refused {
-                reason: "queue_full".into(),
-                failed_index: i,
-                error: "QTXN a push would take its queue past maxSize; the transaction rolled back".into(),
-                kv: None,
-                job: None,
-            };
+            let error = "QTXN a push would take its queue past maxSize; the transaction rolled back";
+            return refused("queue_full", i, error.into());
         }
         // Job riders apply last among the judgements: a refusal rolls them
         // back, and nothing else has been written yet.
@@ -123,6 +91,47 @@ impl State {
                 };
             }
         };
+        let mut results = self.commit_ops(cmd, plan, writes);
+        results.extend(self.kv.commit(kv_plan).into_iter().map(TxnResult::Kv));
+        let now = self.now_ms;
+        results.extend(cmd.timers.iter().map(|op| TxnResult::Timer(self.timers.apply(op, now))));
+        results.extend(job_results.into_iter().map(TxnResult::Job));
+        TxnOutcome::Committed(results)
+    }
+
+    /// The first ack of the step that cannot commit. A fenced ack needs its
+    /// lease still held (live leases are exactly the ones in the table:
+    /// lapsed ones were released when this entry began). Under a held
+    /// lease, or unfenced, re-acking a committed message is a no-op and the
+    /// rest of the step commits.
+    fn refused_ack(&self, acks: &[(usize, (&str, &AckItem))], results: &[AckResult]) -> Option<TxnOutcome> {
+        for ((op_index, (_, item)), r) in acks.iter().zip(results) {
+            let lease_gone = item.lease_id.as_ref().is_some_and(|l| !self.leases.contains_key(l));
+            if !r.success || lease_gone {
+                let why = if lease_gone {
+                    format!("ack of {}: its lease is no longer held", item.transaction_id)
+                } else {
+                    format!("ack of {} refused: {}", item.transaction_id, r.error.as_deref().unwrap_or("refused"))
+                };
+                return Some(refused("rejected_ack", *op_index, format!("QTXN {why}; the transaction rolled back")));
+            }
+        }
+        None
+    }
+
+    /// A push of the step whose transaction id is already stored.
+    fn refused_duplicate(&self, cmd: &TxnCmd) -> Option<TxnOutcome> {
+        let (i, offset) = self.first_stored_duplicate(cmd)?;
+        let TxnOp::Push(p) = &cmd.ops[i] else { unreachable!("duplicates are pushes") };
+        let error = format!(
+            "QDUP a pushed message to {}/{} is a duplicate (original offset {offset}); the transaction rolled back",
+            p.queue, p.partition
+        );
+        Some(refused("duplicate", i, error))
+    }
+
+    /// Commits the step's pushes and acks, answering them in op order.
+    fn commit_ops(&mut self, cmd: &TxnCmd, plan: AckPlan, writes: &mut Vec<BodyWrite>) -> Vec<TxnResult> {
         let pushes: Vec<_> = cmd
             .ops
             .iter()
@@ -133,18 +142,17 @@ impl State {
             .collect();
         let mut pushed = self.push(&PushCmd { items: pushes }, writes).into_iter();
         let mut acked = self.commit_acks(plan).into_iter();
-        let mut results: Vec<TxnResult> = cmd
-            .ops
+        cmd.ops
             .iter()
             .map(|op| match op {
                 TxnOp::Push(_) => TxnResult::Push(pushed.next().expect("one result per push")),
                 TxnOp::Ack { .. } => TxnResult::Ack(acked.next().expect("one result per ack")),
             })
-            .collect();
-        results.extend(self.kv.commit(kv_plan).into_iter().map(TxnResult::Kv));
-        let now = self.now_ms;
-        results.extend(cmd.timers.iter().map(|op| TxnResult::Timer(self.timers.apply(op, now))));
-        results.extend(job_results.into_iter().map(TxnResult::Job));
-        TxnOutcome::Committed(results)
+            .collect()
     }
+}
+
+/// A refusal with no KV or job detail.
+fn refused(reason: &str, failed_index: usize, error: String) -> TxnOutcome {
+    TxnOutcome::Refused { reason: reason.into(), failed_index, error, kv: None, job: None }
 }

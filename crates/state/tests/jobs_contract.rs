@@ -3,6 +3,9 @@
 //! the rules that must not depend on whether a sweep ran (retention, a
 //! policy change after a lease ran out, ties between equal instants).
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 use regina_state::command::TxnCmd;
 use regina_state::jobs::apply::{JobCode, JobResult, JobsOutcome};
 use regina_state::jobs::view::{ClaimView, JobView};

@@ -10,6 +10,9 @@
 //! time and a little later), the token counters agree, the state's
 //! invariants hold, and the ledger of answers keeps the fencing rules.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod jobs;
 
 use jobs::ledger::Ledger;

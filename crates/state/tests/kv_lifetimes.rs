@@ -1,6 +1,9 @@
 //! KV lifetimes: absolute, after creation, after update, namespace
 //! defaults, the namespace scan and the sweep, judged at the entry's time.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use regina_state::command::*;

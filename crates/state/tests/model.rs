@@ -13,6 +13,9 @@
 //! call must leave the state as it was. A snapshot and restore may happen
 //! between any two entries; the model must keep agreeing afterwards.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;

@@ -2,6 +2,9 @@
 //! one go or across a snapshot and restore; and no sequence breaks the
 //! state's invariants or moves a committed cursor back.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use proptest::prelude::*;

@@ -1,5 +1,8 @@
 //! The state machine's rules, one behaviour per test.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use regina_state::command::*;

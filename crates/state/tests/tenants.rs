@@ -2,6 +2,9 @@
 //! partition, group and lease names never see each other's messages, and
 //! their message bodies never overlap in the shared body store.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use regina_state::command::*;

@@ -2,6 +2,9 @@
 //! firing, refused fires that retry and then fail, the retry operation, the
 //! per-queue retry options and the due-order listing.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use regina_state::command::ConfigureCmd;

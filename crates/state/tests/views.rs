@@ -1,6 +1,9 @@
 //! The read-only views: positions, depth, statuses and their counts, message
 //! pages, lanes, ranking, reads by offset and partition discovery.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use regina_state::command::*;

@@ -1,5 +1,8 @@
 //! Message body segments.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::io::ErrorKind;

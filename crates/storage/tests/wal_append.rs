@@ -1,5 +1,8 @@
 //! Appending: concurrency, group commit, shutdown and argument checks.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -1,5 +1,8 @@
 //! A failed write or fsync poisons the log for good.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::sync::{mpsc, Arc};

@@ -1,5 +1,8 @@
 //! Recovery after torn writes, bit flips and real corruption.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::fs;

@@ -1,5 +1,8 @@
 //! Segment rollover, oversized records and releasing old segments.
 
+// Tests unwrap (a failure names its line) and may run long.
+#![allow(clippy::unwrap_used, clippy::too_many_lines)]
+
 mod support;
 
 use std::fs;

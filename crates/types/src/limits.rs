@@ -205,3 +205,25 @@ pub const EPHEMERAL_RETRY_AFTER_SECONDS: u64 = 1;
 /// Least time between two housekeeping passes over every ephemeral queue
 /// (lease lapses, TTL, idle collection), in milliseconds.
 pub const EPHEMERAL_SWEEP_INTERVAL_MS: u64 = 1_000;
+
+// Traces.
+
+/// Trace events kept; older ones are dropped as newer ones come.
+pub const TRACES_KEPT: usize = 10_000;
+/// Bytes of trace data (JSON text) per event.
+pub const TRACE_DATA_BYTES_MAX: usize = 16 * 1024;
+/// Trace names per event.
+pub const TRACE_NAMES_MAX: usize = 16;
+
+// Tenants, groups and the cluster.
+
+/// Longest tenant name (`x-queen-tenant`), in bytes.
+pub const TENANT_NAME_BYTES_MAX: usize = 128;
+/// Raft groups one node runs at most (the shared WAL tags records with them).
+pub const RAFT_GROUPS_MAX: u16 = 64;
+/// Largest Raft message between nodes: 64 entries of up to 8 MiB, or one
+/// body segment of a snapshot.
+pub const RAFT_BODY_BYTES_MAX: usize = 640 << 20;
+/// How long a proposal waits for its entry to be applied before it answers
+/// that the outcome is unknown, in milliseconds.
+pub const PROPOSAL_ANSWER_MS_MAX: u64 = 30_000;

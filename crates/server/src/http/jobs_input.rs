@@ -228,13 +228,7 @@ fn parse_op(index: usize, v: &Value, surface: Surface) -> Result<Parsed, JobsErr
     let name = f.str("op")?.ok_or_else(|| f.err("op", "is required"))?;
     let at = f.target()?;
     let (name, op, wait_ms): (&'static str, JobOp, Option<u64>) = match name {
-        "configure" if surface == Surface::Call => {
-            f.only(&["lease", "retry", "payloadSchema", "resultSchema", "completedRetentionMs"])?;
-            if !at.scope.is_empty() {
-                return Err(f.err("scope", "a queue's configuration covers every scope; name none"));
-            }
-            ("configure", JobOp::Configure { queue: at.queue, patch: config_patch(&f)? }, None)
-        }
+        "configure" if surface == Surface::Call => ("configure", configure_op(&f, at)?, None),
         "enqueue" => {
             f.only(&["id", "payload", "delayMs", "at", "replace", "required"])?;
             let op = JobOp::Enqueue {
@@ -247,16 +241,7 @@ fn parse_op(index: usize, v: &Value, surface: Surface) -> Result<Parsed, JobsErr
             };
             ("enqueue", op, None)
         }
-        "claim" if surface == Surface::Call => {
-            f.only(&["owner", "leaseMs", "requestId", "waitMs"])?;
-            let op = JobOp::Claim {
-                owner: f.text("owner", JOB_OWNER_BYTES_MAX, true)?.expect("required"),
-                lease_ms: f.lease_ms()?,
-                request_id: f.text("requestId", JOB_OWNER_BYTES_MAX, false)?,
-                at,
-            };
-            ("claim", op, f.int("waitMs", 0, JOB_WAIT_MS_MAX)?)
-        }
+        "claim" if surface == Surface::Call => ("claim", claim_op(&f, at)?, f.int("waitMs", 0, JOB_WAIT_MS_MAX)?),
         "renew" if surface == Surface::Call => {
             f.only(&["id", "owner", "token", "leaseMs", "required"])?;
             let op = JobOp::Renew { proof: f.proof()?, lease_ms: f.lease_ms()?, required: f.required(surface)?, at };
@@ -297,21 +282,7 @@ fn parse_op(index: usize, v: &Value, surface: Surface) -> Result<Parsed, JobsErr
             f.only(&["id"])?;
             ("get", JobOp::Get { id: f.id()?, at }, None)
         }
-        "scan" if surface == Surface::Call => {
-            f.only(&["state", "after", "limit"])?;
-            let state = match f.str("state")? {
-                None => None,
-                Some(s) => Some(
-                    JobState::parse(s)
-                        .ok_or_else(|| f.err("state", format!("{s:?} is not pending, leased, completed or failed")))?,
-                ),
-            };
-            let after = f.text("after", JOB_ID_BYTES_MAX, false)?;
-            let limit = f
-                .int("limit", 1, u64::from(u32::MAX))?
-                .map_or(JOB_SCAN_LIMIT_DEFAULT, |l| l.min(u64::from(JOB_SCAN_LIMIT_MAX)) as u32);
-            ("scan", JobOp::Scan { state, after, limit, at }, None)
-        }
+        "scan" if surface == Surface::Call => ("scan", scan_op(&f, at)?, None),
         "stats" if surface == Surface::Call => {
             f.only(&[])?;
             ("stats", JobOp::Stats { at }, None)
@@ -327,6 +298,43 @@ fn parse_op(index: usize, v: &Value, surface: Surface) -> Result<Parsed, JobsErr
         }
     };
     Ok(Parsed { op, name, wait_ms })
+}
+
+/// `configure`: a patch of the queue's config, for every scope at once.
+fn configure_op(f: &Fields, at: JobTarget) -> Result<JobOp, JobsError> {
+    f.only(&["lease", "retry", "payloadSchema", "resultSchema", "completedRetentionMs"])?;
+    if !at.scope.is_empty() {
+        return Err(f.err("scope", "a queue's configuration covers every scope; name none"));
+    }
+    Ok(JobOp::Configure { queue: at.queue, patch: config_patch(f)? })
+}
+
+/// `claim`: the next available job of a scope, leased to `owner`.
+fn claim_op(f: &Fields, at: JobTarget) -> Result<JobOp, JobsError> {
+    f.only(&["owner", "leaseMs", "requestId", "waitMs"])?;
+    Ok(JobOp::Claim {
+        owner: f.text("owner", JOB_OWNER_BYTES_MAX, true)?.expect("required"),
+        lease_ms: f.lease_ms()?,
+        request_id: f.text("requestId", JOB_OWNER_BYTES_MAX, false)?,
+        at,
+    })
+}
+
+/// `scan`: a page of a scope's jobs, optionally of one state.
+fn scan_op(f: &Fields, at: JobTarget) -> Result<JobOp, JobsError> {
+    f.only(&["state", "after", "limit"])?;
+    let state = match f.str("state")? {
+        None => None,
+        Some(s) => Some(
+            JobState::parse(s)
+                .ok_or_else(|| f.err("state", format!("{s:?} is not pending, leased, completed or failed")))?,
+        ),
+    };
+    let after = f.text("after", JOB_ID_BYTES_MAX, false)?;
+    let limit = f
+        .int("limit", 1, u64::from(u32::MAX))?
+        .map_or(JOB_SCAN_LIMIT_DEFAULT, |l| l.min(u64::from(JOB_SCAN_LIMIT_MAX)) as u32);
+    Ok(JobOp::Scan { state, after, limit, at })
 }
 
 fn config_patch(f: &Fields) -> Result<JobConfigPatch, JobsError> {

@@ -225,13 +225,28 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
     let kind = f.str("op", "kv_unknown_op")?.unwrap_or_default();
     let ns = f.str("ns", "kv_bad_namespace")?.unwrap_or_default();
     validate_ns(f, &ns)?;
-    let key = || -> Result<String, KvError> {
-        let k = f.str("key", "kv_bad_key")?.unwrap_or_default();
-        validate_key(f, &k)?;
-        Ok(k)
-    };
     let required = f.bool("required", "kv_bad_request")?.unwrap_or(false);
     match kind.as_str() {
+        "get" | "getMany" | "getPrefix" | "scan" => parse_read(f, &kind, ns, scope),
+        "configure" | "put" | "putIfAbsent" | "touch" | "delete" | "check" | "incr" => {
+            parse_write(f, &kind, ns, required)
+        }
+        "" => Err(f.fail("kv_unknown_op", "op is required")),
+        other => Err(f.fail("kv_unknown_op", format!("unknown op {other:?}"))),
+    }
+}
+
+/// The op's `key`, checked.
+fn key_of(f: &Fields) -> Result<String, KvError> {
+    let k = f.str("key", "kv_bad_key")?.unwrap_or_default();
+    validate_key(f, &k)?;
+    Ok(k)
+}
+
+/// A read: get, getMany, getPrefix or scan (the last two not in a step).
+fn parse_read(f: &Fields, kind: &str, ns: String, scope: Scope) -> Result<KvOp, KvError> {
+    let key = || key_of(f);
+    match kind {
         "get" => Ok(KvOp::Get { ns, key: key()? }),
         "getMany" => {
             let keys: Vec<String> = f
@@ -278,6 +293,14 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
                 keys_only: f.bool("keysOnly", "kv_bad_request")?.unwrap_or(false),
             })
         }
+        other => unreachable!("{other} is not a read"),
+    }
+}
+
+/// A write or a check: configure, put, putIfAbsent, touch, delete, check, incr.
+fn parse_write(f: &Fields, kind: &str, ns: String, required: bool) -> Result<KvOp, KvError> {
+    let key = || key_of(f);
+    match kind {
         "configure" => {
             let raw = f.present("expiration").ok_or_else(|| {
                 f.fail("kv_bad_expiration", "configure needs expiration: an object naming one lifetime, or null")
@@ -326,8 +349,7 @@ pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
             let max = f.int("max", "kv_bad_request", true)?;
             Ok(KvOp::IncrWith { ns, key: key()?, delta, min, max, lifetime, required })
         }
-        "" => Err(f.fail("kv_unknown_op", "op is required")),
-        other => Err(f.fail("kv_unknown_op", format!("unknown op {other:?}"))),
+        other => unreachable!("{other} is not a write"),
     }
 }
 

@@ -12,6 +12,7 @@ use axum::Router;
 use openraft::Snapshot;
 use regina_consensus::network::{SnapshotTransfer, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use regina_storage::BodyStore;
+use regina_types::limits::RAFT_BODY_BYTES_MAX;
 use serde::Serialize;
 
 use crate::node::Node;
@@ -20,10 +21,6 @@ use crate::node::Node;
 /// [`APPLIED_HEADER`]: replicas at the same index must hold equal states.
 pub const STATE_PATH: &str = "/internal/state";
 pub const APPLIED_HEADER: &str = "x-regina-applied-index";
-
-/// One Raft message at most: `max_payload_entries` entries of up to a
-/// batch's 8 MiB each, or one body segment of a snapshot.
-const RAFT_BODY_BYTES_MAX: usize = 640 << 20;
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()

@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use regina_state::traces::{TraceEvent, TRACE_DATA_BYTES_MAX, TRACE_NAMES_MAX};
+use regina_state::traces::TraceEvent;
 use regina_state::Command;
+use regina_types::limits::{TRACE_DATA_BYTES_MAX, TRACE_NAMES_MAX};
 use regina_types::time::format_iso;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 

@@ -112,40 +112,10 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
         _ => None,
     };
     let parsed = b.operations.iter().enumerate().map(|(i, raw)| parse_op(i, raw)).collect::<ApiResult<Vec<_>>>()?;
-    let mut ops = Vec::new();
-    let mut labels = Vec::new();
-    for op in &parsed {
-        match op {
-            OpBody::Push { items } => {
-                for it in items {
-                    ops.push(TxnOp::Push(to_item(ops.len(), it)?));
-                    labels.push(it.queue.clone());
-                }
-            }
-            OpBody::Ack(a) => {
-                let group = match a.consumer_group.as_deref() {
-                    None | Some("") => QUEUE_MODE_GROUP.to_string(),
-                    Some(g) => {
-                        validate_name(NameKind::ConsumerGroup, g).map_err(ApiError::from_name)?;
-                        g.to_string()
-                    }
-                };
-                let mut item = match judge(ops.len(), a)? {
-                    Judged::Item(item) => item,
-                    Judged::Refused => {
-                        let why = "QTXN partitionId names no partition; the transaction rolled back";
-                        return Ok(refused(ops.len(), "rejected_ack", why).into_response());
-                    }
-                };
-                // A lease-less ack is fenced by the bundle's lease when it names exactly one.
-                if item.lease_id.is_none() {
-                    item.lease_id = sole_lease.clone();
-                }
-                ops.push(TxnOp::Ack { group, item });
-                labels.push(a.transaction_id.clone());
-            }
-        }
-    }
+    let (mut ops, mut labels) = match step_ops(&parsed, sole_lease)? {
+        Ok(built) => built,
+        Err(refusal) => return Ok(refusal),
+    };
     for item in binary_pushes {
         labels.push(item.queue.clone());
         ops.push(TxnOp::Push(item));
@@ -172,13 +142,25 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
         return Err(ApiError::internal(format!("transaction answered {outcome:?}")));
     };
     match t {
+        TxnOutcome::Committed(results) => {
+            let step = StepParts { ops: &ops, labels: &labels, kv: &kv, timers: &timer_ops, jobs: &jobs };
+            let rendered = step.render(&results)?;
+            Ok(axum::Json(Committed { transaction_id: &txn_id, success: true, results: rendered }).into_response())
+        }
+        refusal => Ok(refusal_answer(refusal, &txn_id, &kv)),
+    }
+}
+
+/// The answer to a step the state machine refused: which op, and why.
+fn refusal_answer(t: TxnOutcome, txn_id: &str, kv: &[regina_state::command::KvOp]) -> Response {
+    match t {
         TxnOutcome::Refused { job: Some(refused_job), failed_index, .. } => {
             let mut v = super::jobs_render::refused(&refused_job, failed_index, "the transaction rolled back");
             v["transactionId"] = json!(txn_id);
-            Ok(axum::Json(v).into_response())
+            axum::Json(v).into_response()
         }
         TxnOutcome::Refused { kv: Some(lost), .. } if lost.reason == KvReason::NoLifetime => {
-            Ok(no_lifetime(&format!("kv[{}]", lost.index), &kv[lost.index]).in_transaction())
+            no_lifetime(&format!("kv[{}]", lost.index), &kv[lost.index]).in_transaction()
         }
         TxnOutcome::Refused { reason, failed_index, error, kv: lost, job: None } => {
             let mut r = refused(failed_index, &reason, &error);
@@ -192,42 +174,99 @@ pub async fn transaction(State(node): State<Arc<Node>>, body: Result<Bytes, Byte
                     obj.insert("value".into(), lost.current.as_ref().map_or(Value::Null, value_of));
                 }
             }
-            Ok(r.into_response())
+            r.into_response()
         }
-        TxnOutcome::Committed(results) => {
-            let mut rendered = Vec::with_capacity(results.len());
-            for (i, r) in results.iter().enumerate() {
-                let item = match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
-                    (TxnResult::Job(j), _, _) => {
-                        let op_index = i - ops.len() - kv.len() - timer_ops.len();
-                        let mut v = super::jobs_render::result(jobs[op_index].name, j);
-                        v["index"] = json!(i);
-                        v["opIndex"] = json!(op_index);
-                        v["type"] = json!("job");
-                        v["success"] = json!(true);
-                        to_raw_value(&v)
-                    }
-                    (TxnResult::Timer(t), _, _) => {
-                        let op_index = i - ops.len() - kv.len();
-                        let mut v = super::timers::render(&timer_ops[op_index], t, None);
-                        v["index"] = json!(i);
-                        v["opIndex"] = json!(op_index);
-                        v["type"] = json!("timer");
-                        to_raw_value(&v)
-                    }
-                    (TxnResult::Kv(k), _, Some(op)) => {
-                        let op_index = i - ops.len();
-                        to_raw_value(&result_json(op_index, op, k).in_transaction(i))
-                    }
-                    (r, Some(op), _) => to_raw_value(&render(i, r, op, &labels[i])),
-                    _ => to_raw_value(
-                        &json!({ "index": i, "success": false, "error": "result does not match its operation" }),
-                    ),
-                };
-                rendered.push(item.map_err(|e| ApiError::internal(format!("rendering result {i}: {e}")))?);
+        TxnOutcome::Committed(_) => unreachable!("only refusals are answered here"),
+    }
+}
+
+/// The step's pushes and acks in request order, each with the label its
+/// result carries; `Err` is the answer of an ack naming no partition.
+#[allow(clippy::type_complexity)] // the built ops, or the refusal to answer
+fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<(Vec<TxnOp>, Vec<String>), Response>> {
+    let mut ops = Vec::new();
+    let mut labels = Vec::new();
+    for op in parsed {
+        match op {
+            OpBody::Push { items } => {
+                for it in items {
+                    ops.push(TxnOp::Push(to_item(ops.len(), it)?));
+                    labels.push(it.queue.clone());
+                }
             }
-            Ok(axum::Json(Committed { transaction_id: &txn_id, success: true, results: rendered }).into_response())
+            OpBody::Ack(a) => {
+                let group = match a.consumer_group.as_deref() {
+                    None | Some("") => QUEUE_MODE_GROUP.to_string(),
+                    Some(g) => {
+                        validate_name(NameKind::ConsumerGroup, g).map_err(ApiError::from_name)?;
+                        g.to_string()
+                    }
+                };
+                let mut item = match judge(ops.len(), a)? {
+                    Judged::Item(item) => item,
+                    Judged::Refused => {
+                        let why = "QTXN partitionId names no partition; the transaction rolled back";
+                        return Ok(Err(refused(ops.len(), "rejected_ack", why).into_response()));
+                    }
+                };
+                // A lease-less ack is fenced by the bundle's lease when it names exactly one.
+                if item.lease_id.is_none() {
+                    item.lease_id = sole_lease.clone();
+                }
+                ops.push(TxnOp::Ack { group, item });
+                labels.push(a.transaction_id.clone());
+            }
         }
+    }
+    Ok(Ok((ops, labels)))
+}
+
+/// What a committed step's results are rendered against.
+struct StepParts<'a> {
+    ops: &'a [TxnOp],
+    labels: &'a [String],
+    kv: &'a [regina_state::command::KvOp],
+    timers: &'a [regina_state::timers::TimerOp],
+    jobs: &'a [super::jobs_input::Parsed],
+}
+
+impl StepParts<'_> {
+    /// One rendered result per committed op: pushes and acks, then KV,
+    /// timer and job riders, each with its flat `index`.
+    fn render(&self, results: &[TxnResult]) -> ApiResult<Vec<Box<RawValue>>> {
+        let (ops, kv, timer_ops, jobs, labels) = (self.ops, self.kv, self.timers, self.jobs, self.labels);
+        let mut rendered = Vec::with_capacity(results.len());
+        for (i, r) in results.iter().enumerate() {
+            let item = match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
+                (TxnResult::Job(j), _, _) => {
+                    let op_index = i - ops.len() - kv.len() - timer_ops.len();
+                    let mut v = super::jobs_render::result(jobs[op_index].name, j);
+                    v["index"] = json!(i);
+                    v["opIndex"] = json!(op_index);
+                    v["type"] = json!("job");
+                    v["success"] = json!(true);
+                    to_raw_value(&v)
+                }
+                (TxnResult::Timer(t), _, _) => {
+                    let op_index = i - ops.len() - kv.len();
+                    let mut v = super::timers::render(&timer_ops[op_index], t, None);
+                    v["index"] = json!(i);
+                    v["opIndex"] = json!(op_index);
+                    v["type"] = json!("timer");
+                    to_raw_value(&v)
+                }
+                (TxnResult::Kv(k), _, Some(op)) => {
+                    let op_index = i - ops.len();
+                    to_raw_value(&result_json(op_index, op, k).in_transaction(i))
+                }
+                (r, Some(op), _) => to_raw_value(&render(i, r, op, &labels[i])),
+                _ => to_raw_value(
+                    &json!({ "index": i, "success": false, "error": "result does not match its operation" }),
+                ),
+            };
+            rendered.push(item.map_err(|e| ApiError::internal(format!("rendering result {i}: {e}")))?);
+        }
+        Ok(rendered)
     }
 }
 

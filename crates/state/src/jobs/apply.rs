@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::scope::RememberedClaim;
 use super::view::{ClaimView, JobPage, JobStats, JobView};
-use super::{exhausted, Job, JobConfig, JobOp, JobState, JobStore, JobTarget, Lease, LeaseProof};
+use super::{
+    exhausted, Availability, Job, JobConfig, JobConfigPatch, JobOp, JobState, JobStore, JobTarget, Lease, LeaseProof,
+};
 
 /// Why a write did not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,74 +166,12 @@ impl JobStore {
 
     fn op(&mut self, op: &JobOp, now: u64, undo: &mut Vec<Undo>) -> JobResult {
         match op {
-            JobOp::Configure { queue, patch } => {
-                let q = self.queues.entry(queue.clone()).or_default();
-                // A lease that ran out was judged when it ran out, under the
-                // retry policy of that time: settle such jobs before the
-                // policy changes, or a job read as failed could turn pending
-                // (or the reverse) without anything done to it. Settling
-                // stores what readers already see, so it needs no undo.
-                let retry = q.config.retry;
-                for s in q.scopes.values_mut() {
-                    s.settle_expired(now, retry.as_ref(), usize::MAX);
-                }
-                let config = q.config.patched(patch);
-                let before = std::mem::replace(&mut q.config, config.clone());
-                undo.push(Undo::Config { queue: queue.clone(), before });
-                JobResult::Configured(config)
-            }
+            JobOp::Configure { queue, patch } => self.configure(queue, patch, now, undo),
             JobOp::Enqueue { at, id, payload, when, replace, .. } => {
-                let existing = self.current(at, id, now);
-                if let Some(j) = &existing {
-                    if !j.state.is_finished() || !replace {
-                        return self.refuse(JobCode::Exists, at, id, now);
-                    }
-                }
-                let seq = self.scope_mut(at).mint_seq();
-                let job = Job {
-                    state: JobState::Pending,
-                    payload: payload.clone(),
-                    available_ms: when.resolve(now),
-                    seq,
-                    lease: None,
-                    attempts: 0,
-                    created_ms: now,
-                    updated_ms: now,
-                    finished_ms: None,
-                    result: None,
-                    error: None,
-                };
-                self.write(at, id, Some(job), undo);
-                self.applied(at, id, now, existing.is_some())
+                self.enqueue(at, id, payload, when, *replace, now, undo)
             }
             JobOp::Claim { at, owner, lease_ms, request_id } => self.claim(at, owner, *lease_ms, request_id, now, undo),
-            JobOp::Renew { at, proof, lease_ms, .. } => {
-                let lease_ms = match self.lease_length(&at.queue, *lease_ms) {
-                    Ok(ms) => ms,
-                    Err(code) => return JobResult::Refused { code, job: None },
-                };
-                let Some(mut job) = self.leased(at, proof, now) else {
-                    return self.refuse(JobCode::LeaseLost, at, &proof.id, now);
-                };
-                let lease = job.lease.as_mut().expect("a current lease");
-                lease.expires_ms = now.saturating_add(lease_ms);
-                // A new expiry is a new instant of availability: it ties
-                // after the ones set by earlier entries.
-                job.seq = self.scope_mut(at).mint_seq();
-                let lease = job.lease.as_ref().expect("a current lease");
-                let claim = ClaimView {
-                    scope: at.scope.clone(),
-                    id: proof.id.clone(),
-                    payload: job.payload.clone(),
-                    attempt: job.attempts,
-                    owner: lease.owner.clone(),
-                    token: lease.token,
-                    expires_ms: lease.expires_ms,
-                };
-                job.updated_ms = now;
-                self.write(at, &proof.id, Some(job), undo);
-                JobResult::Renewed(claim)
-            }
+            JobOp::Renew { at, proof, lease_ms, .. } => self.renew(at, proof, *lease_ms, now, undo),
             JobOp::Complete { at, proof, result, .. } => {
                 let Some(mut job) = self.leased(at, proof, now) else {
                     return self.refuse(JobCode::LeaseLost, at, &proof.id, now);
@@ -281,6 +221,95 @@ impl JobStore {
             }
             JobOp::Stats { at } => JobResult::Stats(self.stats(at, now)),
         }
+    }
+
+    /// Patches a queue's config. A lease that ran out was judged when it
+    /// ran out, under the retry policy of that time: such jobs are settled
+    /// before the policy changes, or a job read as failed could turn pending
+    /// (or the reverse) without anything done to it. Settling stores what
+    /// readers already see, so it needs no undo.
+    fn configure(&mut self, queue: &str, patch: &JobConfigPatch, now: u64, undo: &mut Vec<Undo>) -> JobResult {
+        let q = self.queues.entry(queue.to_string()).or_default();
+        let retry = q.config.retry;
+        for s in q.scopes.values_mut() {
+            s.settle_expired(now, retry.as_ref(), usize::MAX);
+        }
+        let config = q.config.patched(patch);
+        let before = std::mem::replace(&mut q.config, config.clone());
+        undo.push(Undo::Config { queue: queue.to_string(), before });
+        JobResult::Configured(config)
+    }
+
+    /// Stores a new pending job; over a finished one only with `replace`.
+    #[allow(clippy::too_many_arguments)] // one op's fields, passed as they are
+    fn enqueue(
+        &mut self,
+        at: &JobTarget,
+        id: &str,
+        payload: &[u8],
+        when: &Availability,
+        replace: bool,
+        now: u64,
+        undo: &mut Vec<Undo>,
+    ) -> JobResult {
+        let existing = self.current(at, id, now);
+        if let Some(j) = &existing {
+            if !j.state.is_finished() || !replace {
+                return self.refuse(JobCode::Exists, at, id, now);
+            }
+        }
+        let seq = self.scope_mut(at).mint_seq();
+        let job = Job {
+            state: JobState::Pending,
+            payload: payload.to_vec(),
+            available_ms: when.resolve(now),
+            seq,
+            lease: None,
+            attempts: 0,
+            created_ms: now,
+            updated_ms: now,
+            finished_ms: None,
+            result: None,
+            error: None,
+        };
+        self.write(at, id, Some(job), undo);
+        self.applied(at, id, now, existing.is_some())
+    }
+
+    /// Extends a current lease from now, keeping its token.
+    fn renew(
+        &mut self,
+        at: &JobTarget,
+        proof: &LeaseProof,
+        lease_ms: Option<u64>,
+        now: u64,
+        undo: &mut Vec<Undo>,
+    ) -> JobResult {
+        let lease_ms = match self.lease_length(&at.queue, lease_ms) {
+            Ok(ms) => ms,
+            Err(code) => return JobResult::Refused { code, job: None },
+        };
+        let Some(mut job) = self.leased(at, proof, now) else {
+            return self.refuse(JobCode::LeaseLost, at, &proof.id, now);
+        };
+        let lease = job.lease.as_mut().expect("a current lease");
+        lease.expires_ms = now.saturating_add(lease_ms);
+        // A new expiry is a new instant of availability: it ties after the
+        // ones set by earlier entries.
+        job.seq = self.scope_mut(at).mint_seq();
+        let lease = job.lease.as_ref().expect("a current lease");
+        let claim = ClaimView {
+            scope: at.scope.clone(),
+            id: proof.id.clone(),
+            payload: job.payload.clone(),
+            attempt: job.attempts,
+            owner: lease.owner.clone(),
+            token: lease.token,
+            expires_ms: lease.expires_ms,
+        };
+        job.updated_ms = now;
+        self.write(at, &proof.id, Some(job), undo);
+        JobResult::Renewed(claim)
     }
 
     fn config_retry(&self, queue: &str) -> Option<super::RetryPolicy> {

@@ -81,22 +81,7 @@ pub async fn fetch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
         return Err(ApiError::bad_body(format!("at most {ENTRIES_MAX} entries per call, got {}", req.entries.len())));
     }
     let call_bytes = budget(req.max_bytes, CALL_BYTES_MAX, CALL_BYTES_MAX, "maxBytes")?;
-    let mut asks = Vec::with_capacity(req.entries.len());
-    for e in &req.entries {
-        if e.offset < 0 {
-            return Err(ApiError::bad_body(format!("offset must be non-negative, got {}", e.offset)));
-        }
-        let partition = match &e.partition {
-            None | Some(Value::Null) => DEFAULT_PARTITION.to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            Some(other) => {
-                return Err(ApiError::bad_body(format!("partition must be a name or a number, not {other}")))
-            }
-        };
-        let entry_bytes = budget(e.max_bytes, ENTRY_BYTES_DEFAULT, ENTRY_BYTES_MAX, "an entry's maxBytes")?;
-        asks.push((e.queue.as_str(), partition, e.offset as u64, entry_bytes));
-    }
+    let asks = asks_of(&req.entries)?;
     let wait = Duration::from_millis(req.max_wait_ms.unwrap_or(0).min(WAIT_MS_MAX));
     let min_bytes = req.min_bytes.unwrap_or(1).max(0) as u64;
     let deadline = Instant::now() + wait;
@@ -154,6 +139,27 @@ pub async fn fetch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
         entries.push(e);
     }
     Ok(Json(json!({ "entries": entries })))
+}
+
+/// Each entry as (queue, partition, offset, byte budget), checked.
+fn asks_of(entries: &[FetchEntry]) -> ApiResult<Vec<(&str, String, u64, u64)>> {
+    let mut asks = Vec::with_capacity(entries.len());
+    for e in entries {
+        if e.offset < 0 {
+            return Err(ApiError::bad_body(format!("offset must be non-negative, got {}", e.offset)));
+        }
+        let partition = match &e.partition {
+            None | Some(Value::Null) => DEFAULT_PARTITION.to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(other) => {
+                return Err(ApiError::bad_body(format!("partition must be a name or a number, not {other}")))
+            }
+        };
+        let entry_bytes = budget(e.max_bytes, ENTRY_BYTES_DEFAULT, ENTRY_BYTES_MAX, "an entry's maxBytes")?;
+        asks.push((e.queue.as_str(), partition, e.offset as u64, entry_bytes));
+    }
+    Ok(asks)
 }
 
 #[derive(Deserialize)]
