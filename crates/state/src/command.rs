@@ -1,7 +1,8 @@
 //! What one log entry carries. Everything the state machine needs to decide
 //! is in here: the leader's clock reading, minted ids, and the request.
 //! Entries are encoded with bincode; the enum's variant order is part of the
-//! on-disk format, so new variants go at the end.
+//! on-disk format, so new variants go at the end (pinned by
+//! `crates/consensus/tests/formats.rs` and its fixtures).
 
 use serde::{Deserialize, Serialize};
 
