@@ -4,15 +4,15 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/behaviours.rs"]
-mod behaviours;
 mod support;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use behaviours::*;
+use wire::*;
 
 const CLIENTS: usize = 32;
 const ROUNDS: usize = 15;

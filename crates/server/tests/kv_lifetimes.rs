@@ -6,17 +6,17 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/behaviours.rs"]
-mod behaviours;
 mod support;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use behaviours::*;
 use regina_types::limits::{KV_EXPIRES_AT_MS_MAX, KV_LIFETIME_MS_MAX, KV_SCAN_LIMIT_MAX};
 use regina_types::time::parse_iso;
+use wire::*;
 
 async fn kv1(env: &Env, op: Value) -> Value {
     kv_results(env, json!([op])).await.remove(0)

@@ -4,16 +4,16 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/behaviours.rs"]
-mod behaviours;
 mod support;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use behaviours::*;
 use regina_types::time::parse_iso;
+use wire::*;
 
 fn ms(v: &Value, field: &str) -> u64 {
     v[field].as_str().and_then(parse_iso).unwrap_or_else(|| panic!("{field} is not a time: {v}"))

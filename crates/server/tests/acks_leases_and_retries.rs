@@ -1,4 +1,4 @@
-//! Acceptance of behaviours 8 to 13 of the protocol reference (§17): ack
+//! Acks, leases and retries as the clients see them: ack
 //! answers and refusals, acks as cursor commits, retries and the DLQ, lease
 //! expiry and commit at delivery, lease extension, and subscriptions. Each
 //! test starts its own broker; leases are one or two seconds so expiry
@@ -7,16 +7,16 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/behaviours.rs"]
-mod behaviours;
 mod support;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use behaviours::*;
+use wire::*;
 
 const ACK_FIELDS: [&str; 7] = ["index", "transactionId", "success", "error", "leaseReleased", "dlq", "noop"];
 
@@ -39,7 +39,7 @@ async fn redelivered(env: &Env, queue: &str, partition: &str, query: &str) -> Ve
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b08_acks_answer_aligned_arrays_and_name_their_refusals() {
+async fn acks_answer_aligned_arrays_and_name_their_refusals() {
     let env = Env::start();
     push_n(&env, "acks", "Default", "m", 3).await;
     let (msgs, v) = pop_any(&env, "/api/v1/pop/queue/acks?wait=false&batch=3").await;
@@ -87,7 +87,7 @@ async fn b08_acks_answer_aligned_arrays_and_name_their_refusals() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b09_an_ack_commits_up_to_itself_and_a_nack_clamps_the_rest() {
+async fn an_ack_commits_up_to_itself_and_a_nack_clamps_the_rest() {
     let env = Env::start();
     support::configure(&env.c, &env.base, "commit", json!({ "retryLimit": 3, "leaseTime": 30 })).await;
     // Acking the middle keeps the lease; acking the last then succeeds too.
@@ -146,7 +146,7 @@ async fn dlq_of(env: &Env, query: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b10_retry_limit_bounds_deliveries_then_dead_letters() {
+async fn retry_limit_bounds_deliveries_then_dead_letters() {
     let env = Env::start();
     // retryLimit 2: three deliveries, then the DLQ, and the partition moves on.
     support::configure(&env.c, &env.base, "rl2", json!({ "retryLimit": 2, "dlqAfterMaxRetries": true })).await;
@@ -205,7 +205,7 @@ async fn b10_retry_limit_bounds_deliveries_then_dead_letters() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b11_a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
+async fn a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
     let env = Env::start();
     // The queue's leaseTime, and a pop's leaseSeconds over a long leaseTime.
     support::configure(&env.c, &env.base, "lt1", json!({ "leaseTime": 1 })).await;
@@ -254,7 +254,7 @@ async fn b11_a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b12_an_empty_body_extend_renews_a_live_lease_only() {
+async fn an_empty_body_extend_renews_a_live_lease_only() {
     let env = Arc::new(Env::start());
     support::configure(&env.c, &env.base, "ext", json!({ "leaseTime": 2 })).await;
     push_one(&env, "ext", "Default", "e0", json!("work")).await;
@@ -330,7 +330,7 @@ async fn an_extend_with_seconds_renews_by_that_length_and_refuses_bad_bodies() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b13_subscriptions_seed_new_groups_and_groups_fan_out() {
+async fn subscriptions_seed_new_groups_and_groups_fan_out() {
     let env = Env::start();
     push_n(&env, "subs", "Default", "h", 3).await;
     let readers = [

@@ -1,8 +1,7 @@
-//! Plain-HTTP building blocks for the acceptance tests of the twenty
-//! behaviours in the protocol reference (§17). Every call here is what a
-//! Queen MQ client puts on the wire. Helpers assert only the framing (a
-//! status, an array aligned with its request); what a behaviour promises
-//! is asserted in the tests.
+//! Plain-HTTP building blocks for the tests that check what the Queen MQ
+//! clients rely on. Every call here is what a client puts on the wire.
+//! Helpers assert only the framing (a status, an array aligned with its
+//! request); what a route promises is asserted in the tests.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};

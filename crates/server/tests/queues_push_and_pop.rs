@@ -1,4 +1,4 @@
-//! Acceptance of behaviours 1 to 7 of the protocol reference (§17): queue
+//! Queues, pushes and pops as the clients see them: queue
 //! configuration, push answers and dedup, payload round-trips, the pop
 //! shape, long polls, per-partition order with lease exclusivity, and how
 //! `batch` and `partitions` bound a pop. Each test starts its own broker.
@@ -6,9 +6,9 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/behaviours.rs"]
-mod behaviours;
 mod support;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use behaviours::*;
+use wire::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b01_configure_echoes_options_reconfigures_and_deletes() {
+async fn configure_echoes_options_reconfigures_and_deletes() {
     let env = Env::start();
     // The Python client's body: labels always present, its defaults merged
     // under the caller's options.
@@ -64,7 +64,7 @@ async fn b01_configure_echoes_options_reconfigures_and_deletes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b02_push_answers_per_item_and_dedups_per_partition() {
+async fn push_answers_per_item_and_dedups_per_partition() {
     let env = Env::start();
     support::configure(&env.c, &env.base, "orders", json!({})).await;
     let first = push(
@@ -109,7 +109,7 @@ async fn b02_push_answers_per_item_and_dedups_per_partition() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b03_payloads_round_trip_and_are_visible_at_once() {
+async fn payloads_round_trip_and_are_visible_at_once() {
     let env = Env::start();
     let big = json!({
         "blob": "x".repeat(1_500_000),
@@ -129,7 +129,7 @@ async fn b03_payloads_round_trip_and_are_visible_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b04_pop_answer_has_the_fields_clients_read() {
+async fn pop_answer_has_the_fields_clients_read() {
     let env = Env::start();
     push_one(&env, "shape", "P1", "s-1", json!({ "k": "v" })).await;
     let a = get(&env.c, &env.url("/api/v1/pop/queue/shape?wait=false&batch=5")).await;
@@ -170,7 +170,7 @@ async fn b04_pop_answer_has_the_fields_clients_read() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b05_a_long_poll_parks_and_wakes_on_push() {
+async fn a_long_poll_parks_and_wakes_on_push() {
     let env = Arc::new(Env::start());
     support::configure(&env.c, &env.base, "lp", json!({})).await;
 
@@ -206,7 +206,7 @@ async fn b05_a_long_poll_parks_and_wakes_on_push() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b06_a_partition_is_consumed_strictly_in_order_under_exclusive_leases() {
+async fn a_partition_is_consumed_strictly_in_order_under_exclusive_leases() {
     let env = Arc::new(Env::start());
     for i in 0..100 {
         push_one(&env, "fifo", "Default", &format!("f-{i:03}"), json!(i)).await;
@@ -283,7 +283,7 @@ fn claimed_partitions(msgs: &[Value]) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b07_batch_caps_a_pop_and_partitions_widens_it_under_one_lease() {
+async fn batch_caps_a_pop_and_partitions_widens_it_under_one_lease() {
     let env = Env::start();
     fill(&env, "wide", 3, 2).await;
     let (msgs, v) = pop_any(&env, "/api/v1/pop/queue/wide?wait=false&batch=100&partitions=3").await;

@@ -1,4 +1,4 @@
-//! Acceptance of behaviours 14 to 20 of the protocol reference (§17):
+//! Steps and what rides them, as the clients see them:
 //! transactions, `once`, key/value semantics, timers, locks and
 //! semaphores, lock-guarded transactions, and the robustness of the wire
 //! (empty bodies, odd paths, encodings, reads by offset). Each test starts
@@ -7,9 +7,9 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/behaviours.rs"]
-mod behaviours;
 mod support;
+#[path = "support/wire.rs"]
+mod wire;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use behaviours::*;
+use wire::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b14_a_transaction_applies_all_or_nothing() {
+async fn a_transaction_applies_all_or_nothing() {
     let env = Env::start();
     push_one(&env, "src", "Default", "s0", json!(0)).await;
     push_one(&env, "src", "Default", "s1", json!(1)).await;
@@ -68,7 +68,7 @@ async fn b14_a_transaction_applies_all_or_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b15_once_admits_a_bundle_a_single_time() {
+async fn once_admits_a_bundle_a_single_time() {
     let env = Env::start();
     let once = |txn: &str| {
         json!({
@@ -87,7 +87,7 @@ async fn b15_once_admits_a_bundle_a_single_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b16_kv_semantics_hold_at_the_edges() {
+async fn kv_semantics_hold_at_the_edges() {
     let env = Arc::new(Env::start());
     let kv1 = |op: Value| {
         let env = env.clone();
@@ -157,7 +157,7 @@ async fn b16_kv_semantics_hold_at_the_edges() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b17_timers_schedule_fire_move_cancel_and_list() {
+async fn timers_schedule_fire_move_cancel_and_list() {
     let env = Arc::new(Env::start());
     let sched = |op, key, delay, payload: Value, txn| timer_op(op, "tq", key, delay, &payload, txn);
     let a = timers(
@@ -222,7 +222,7 @@ async fn b17_timers_schedule_fire_move_cancel_and_list() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b18_locks_have_one_holder_rising_tokens_and_bounded_semaphores() {
+async fn locks_have_one_holder_rising_tokens_and_bounded_semaphores() {
     let env = Arc::new(Env::start());
     let a = lock1(&env, lock_acquire("mx", "A", 30, 1)).await;
     let t1 = a["token"].as_u64().unwrap_or_else(|| panic!("{a}"));
@@ -278,7 +278,7 @@ async fn b18_locks_have_one_holder_rising_tokens_and_bounded_semaphores() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b19_guards_fence_lost_locks_and_survive_own_renewals() {
+async fn guards_fence_lost_locks_and_survive_own_renewals() {
     let env = Arc::new(Env::start());
     // A's permit lapses and B takes the lock: A's guard no longer holds.
     let a = lock1(&env, lock_acquire("gl", "A", 1, 1)).await;
@@ -328,7 +328,7 @@ async fn b19_guards_fence_lost_locks_and_survive_own_renewals() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b20_the_wire_takes_what_clients_send_and_reads_by_offset() {
+async fn the_wire_takes_what_clients_send_and_reads_by_offset() {
     let env = Env::start();
     let mut seen: Vec<(String, Answer)> = Vec::new();
     // Empty-body POSTs: extend, stats/refresh, seek (= to the end), DLQ retry.
