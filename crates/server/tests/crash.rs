@@ -29,8 +29,9 @@ const PARTITIONS: usize = 40;
 const PRODUCERS: u64 = 4;
 const PUSH_BATCH_MAX: u64 = 20;
 const CONSUMER_BATCH: u64 = 50;
-/// Base delays before each kill, in ms; a clock-derived jitter is added so
-/// the kills land at different points of the traffic from run to run.
+/// Base delays before each kill, in ms; a seeded jitter ([`crash_seed`]) is
+/// added so the kills land at different points of the traffic from run to
+/// run, and a failing run can be replayed.
 const KILL_AFTER_MS: [u64; 3] = [500, 1500, 900];
 /// How long the broker stays down, so clients really see the outage.
 const OUTAGE: Duration = Duration::from_millis(150);
@@ -88,8 +89,25 @@ impl XorShift {
     }
 }
 
+/// The seed of this run's kill timing: `REGINA_CRASH_SEED` when set (to
+/// replay a failure), else taken from the clock. Printed once, so a failing
+/// run names the seed that reproduces its timing.
+fn crash_seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        let seed = std::env::var("REGINA_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1) | 1
+        });
+        eprintln!("crash timing seed: {seed} (replay with REGINA_CRASH_SEED={seed})");
+        seed
+    })
+}
+
+/// A delay below `max` ms, drawn from the run's seeded generator.
 fn jitter_ms(max: u64) -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos() as u64 % max).unwrap_or(0)
+    static RNG: std::sync::Mutex<Option<XorShift>> = std::sync::Mutex::new(None);
+    let mut rng = RNG.lock().expect("jitter lock");
+    rng.get_or_insert_with(|| XorShift(crash_seed())).below(max)
 }
 
 /// The broker's current address; a restart may have to move it to a new
