@@ -25,7 +25,7 @@
 //!   complete latency, and broker resident memory per pending job.
 //!
 //! `chart` is not a scenario: it reads reports collected from earlier runs
-//! (`--input`) and draws PNG charts of them into `--out`; the input format
+//! (`--input`) and draws SVG charts of them into `--out`; the input format
 //! is described in `chart::runs`.
 //!
 //! Progress goes to stderr once a second; the JSON report to stdout. Every

@@ -1,4 +1,4 @@
-//! The `chart` subcommand: draws collected scenario reports as PNG charts.
+//! The `chart` subcommand: draws collected scenario reports as SVG charts.
 //!
 //! `regina-bench chart --input results.json --out docs/charts`
 //!
@@ -25,11 +25,11 @@
 //! Written into `--out` (created if missing), each only when the input
 //! holds runs for it:
 //!
-//! - `push-throughput.png`: messages/s against partitions, log x.
-//! - `push-p99.png`: push request p99 against partitions, log x.
-//! - `e2e-p99.png`: end-to-end p99 against offered rate; log x when the
+//! - `push-throughput.svg`: messages/s against partitions, log x.
+//! - `push-p99.svg`: push request p99 against partitions, log x.
+//! - `e2e-p99.svg`: end-to-end p99 against offered rate; log x when the
 //!   rates span a factor of 100 or more.
-//! - `scale-pop-p99.png`, `scale-memory.png`: see `chart::scale`.
+//! - `scale-pop-p99.svg`, `scale-memory.svg`: see `chart::scale`.
 
 use std::path::Path;
 
@@ -52,8 +52,9 @@ pub struct Chart {
 }
 
 impl Chart {
-    pub fn png(&self) -> Vec<u8> {
+    pub fn svg(&self) -> Result<String, String> {
         line_chart(self.title, self.x_label, self.y_label, &self.series, self.log_x, WIDTH, HEIGHT)
+            .map_err(|e| format!("drawing {}: {e}", self.file))
     }
 }
 
@@ -108,7 +109,7 @@ pub fn charts(input: &Value) -> Result<Vec<Chart>, String> {
     let mut out = Vec::new();
     if !push_rate.is_empty() {
         out.push(Chart {
-            file: "push-throughput.png",
+            file: "push-throughput.svg",
             title: "Push throughput",
             x_label: "partitions",
             y_label: "messages/s",
@@ -116,7 +117,7 @@ pub fn charts(input: &Value) -> Result<Vec<Chart>, String> {
             series: push_rate,
         });
         out.push(Chart {
-            file: "push-p99.png",
+            file: "push-p99.svg",
             title: "Push latency p99",
             x_label: "partitions",
             y_label: "p99 latency (ms)",
@@ -126,7 +127,7 @@ pub fn charts(input: &Value) -> Result<Vec<Chart>, String> {
     }
     if !e2e.is_empty() {
         out.push(Chart {
-            file: "e2e-p99.png",
+            file: "e2e-p99.svg",
             title: "End-to-end latency p99",
             x_label: "offered rate (messages/s)",
             y_label: "p99 latency (ms)",
@@ -152,7 +153,7 @@ pub fn run(a: &Args) -> Result<Value, String> {
     let mut written = Vec::new();
     for chart in &charts {
         let path = dir.join(chart.file);
-        std::fs::write(&path, chart.png()).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, chart.svg()?).map_err(|e| format!("{}: {e}", path.display()))?;
         written.push(path.display().to_string());
     }
     Ok(json!({ "scenario": "chart", "input": input, "written": written }))

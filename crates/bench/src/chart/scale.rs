@@ -3,9 +3,9 @@
 //! is one point at x = `partitions`, on a log axis because the counts grow
 //! by factors of ten.
 //!
-//! - `scale-pop-p99.png`: `popLatencyMs.p99`, `popAckLatencyMs.p99` and
+//! - `scale-pop-p99.svg`: `popLatencyMs.p99`, `popAckLatencyMs.p99` and
 //!   `namedPopLatencyMs.p99` (when present) per step, one line each.
-//! - `scale-memory.png`: `rssBytesPerPartition` per step; steps without it
+//! - `scale-memory.svg`: `rssBytesPerPartition` per step; steps without it
 //!   (a run without `--pid`) add no point, and runs without any add no line.
 //!
 //! A run's lines are named after its `label` when it has one, so labelled
@@ -46,7 +46,7 @@ pub fn charts(runs: &[Value]) -> Result<Vec<Chart>, String> {
     let mut out = Vec::new();
     if !latency.is_empty() {
         out.push(Chart {
-            file: "scale-pop-p99.png",
+            file: "scale-pop-p99.svg",
             title: "Pop latency p99 by partition count",
             x_label: "partitions in the queue",
             y_label: "p99 latency (ms)",
@@ -56,7 +56,7 @@ pub fn charts(runs: &[Value]) -> Result<Vec<Chart>, String> {
     }
     if !memory.is_empty() {
         out.push(Chart {
-            file: "scale-memory.png",
+            file: "scale-memory.svg",
             title: "Broker memory per partition",
             x_label: "partitions in the queue",
             y_label: "RSS bytes per partition",
