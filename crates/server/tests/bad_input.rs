@@ -539,3 +539,36 @@ async fn double_slash_paths_and_odd_payloads() {
     }
     assert_eq!(msgs[payloads.len()]["data"], Value::Null);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encoded_body_is_refused_not_read_as_plain() {
+    let ws = Workspace::new();
+    let broker = Broker::start(&ws);
+    let base = broker.base();
+    let c = support::client();
+    let body = serde_json::to_vec(&json!({ "items": [{ "queue": "enc", "payload": { "n": 1 } }] })).unwrap();
+    for encoding in ["gzip", "zstd", "br", "x-unknown", "gzip, identity"] {
+        let resp = c
+            .post(format!("{base}/api/v1/push"))
+            .header("content-type", "application/json")
+            .header("content-encoding", encoding)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let (status, v) = support::json_of(resp).await;
+        assert_error(encoding, status, &v, 415);
+        assert_eq!(v["code"], json!("unsupported_encoding"), "{v}");
+    }
+    let v = support::pop(&c, &base, "/api/v1/pop/queue/enc?wait=false").await;
+    assert!(support::messages(&v).is_empty(), "a refused body stored nothing: {v}");
+    let resp = c
+        .post(format!("{base}/api/v1/push"))
+        .header("content-type", "application/json")
+        .header("content-encoding", "identity")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201, "identity is no encoding");
+}

@@ -67,7 +67,7 @@ impl State {
     pub fn commit_acks(&mut self, plan: AckPlan) -> Vec<AckResult> {
         for ((qid, pidx, gid), c) in plan.cursors {
             if let Some(p) = self.queues.get_mut(&qid).and_then(|q| q.partitions.get_mut(pidx as usize)) {
-                debug_assert!(p.cursor(gid).is_none_or(|old| old.next <= c.next), "a cursor moved back");
+                assert!(p.cursor(gid).is_none_or(|old| old.next <= c.next), "a cursor moved back");
                 if let Some(slot) = p.cursors.get_mut(gid as usize) {
                     *slot = Some(c);
                 }

@@ -149,7 +149,7 @@ impl KvStore {
 
     /// Stores a row, replacing any row of the same key.
     pub(crate) fn put(&mut self, ns: &str, key: &str, row: KvRow) {
-        debug_assert!(row.version <= self.last_version, "a version that was never minted");
+        assert!(row.version <= self.last_version, "a version that was never minted");
         self.remove(ns, key);
         if let Some(e) = row.expires_ms {
             self.expiry.insert((e, ns.to_string(), key.to_string()));

@@ -94,7 +94,7 @@ impl State {
     /// Answers a call of reads and checks without a log entry, as of
     /// `now_ms` (which must not be behind the state's own time).
     pub fn kv_read(&self, ops: &[KvOp], now_ms: u64) -> KvOutcome {
-        debug_assert!(ops.iter().all(|o| !o.is_write()), "kv_read was handed a write");
+        assert!(ops.iter().all(|o| !o.is_write()), "kv_read was handed a write");
         match self.kv.plan(ops, now_ms.max(self.now_ms)) {
             Ok(plan) => KvOutcome::Done(plan.results),
             Err(refusal) => KvOutcome::Refused(refusal),

@@ -169,7 +169,8 @@ impl State {
         out
     }
 
-    /// Decodes a snapshot's state. A state of another format is refused
+    /// Decodes a snapshot's state and checks its invariants. A state of
+    /// another format is refused
     /// with a message rather than read: bincode has no field names, so an
     /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
@@ -180,7 +181,11 @@ impl State {
                 String::from_utf8_lossy(STATE_FORMAT)
             ));
         };
-        bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))
+        let state: State = bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+        // A snapshot read at recovery or sent by a leader is checked before
+        // anything is served from it.
+        state.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
+        Ok(state)
     }
 
     /// Total messages kept, across queues.

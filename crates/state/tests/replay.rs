@@ -109,3 +109,15 @@ proptest! {
         prop_assert!(a == State::decode(&a.encode()).unwrap());
     }
 }
+
+#[test]
+fn a_snapshot_whose_state_breaks_an_invariant_is_refused() {
+    let mut h = support::Harness::new();
+    h.push("q", "P", "t1");
+    let good = h.state.encode();
+    assert!(State::decode(&good).is_ok());
+    // A partition that its index no longer names: a state no entry makes.
+    h.state.partition_ids.clear();
+    let err = State::decode(&h.state.encode()).err().expect("refused");
+    assert!(err.contains("invariant"), "{err}");
+}

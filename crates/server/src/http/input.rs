@@ -73,3 +73,28 @@ pub fn query_u64(pairs: &[(String, String)], key: &str, min: u64, max: u64) -> A
 pub fn is_json_document(bytes: &[u8]) -> bool {
     std::str::from_utf8(bytes).is_ok_and(|text| serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok())
 }
+
+/// Refuses a body sent with a `Content-Encoding` (other than `identity`):
+/// no route decodes one, and reading compressed bytes as plain would apply
+/// garbage. The Queen clients never send one; their compression lives
+/// inside the binary bodies, where each route bounds what it inflates.
+pub async fn refuse_encoded_bodies(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let encoding = req.headers().get(axum::http::header::CONTENT_ENCODING);
+    match encoding.map(|v| v.to_str().map(str::trim)) {
+        None => next.run(req).await,
+        Some(Ok(e)) if e.is_empty() || e.eq_ignore_ascii_case("identity") => next.run(req).await,
+        Some(found) => {
+            let named = found.map_or_else(|_| "a value that is not text".to_string(), |e| format!("{e:?}"));
+            ApiError {
+                status: axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                code: "unsupported_encoding",
+                message: format!("Content-Encoding {named} is not accepted; send the body uncompressed"),
+            }
+            .into_response()
+        }
+    }
+}

@@ -193,8 +193,8 @@ impl Scope {
         let Some(job) = self.jobs.get(id) else { return };
         let settled = job.effective(now_ms, retry);
         if settled != *job {
-            debug_assert!(settled.state != JobState::Failed || exhausted(settled.attempts, retry));
-            debug_assert!(settled.state != JobState::Failed || settled.error.as_deref() == Some(LEASE_EXPIRED_ERROR));
+            assert!(settled.state != JobState::Failed || exhausted(settled.attempts, retry));
+            assert!(settled.state != JobState::Failed || settled.error.as_deref() == Some(LEASE_EXPIRED_ERROR));
             self.put(id, settled);
         }
     }
