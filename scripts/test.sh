@@ -18,12 +18,23 @@ done
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# Each stage's output is kept, so the end can say how many tests each ran.
+stage_logs="$(mktemp -d)"
+stage() { local name="$1"; shift; "$@" 2>&1 | tee "$stage_logs/$name.log"; }
+count() { # tests a stage's log reports: nextest, cargo test or a scenario
+  local log="$stage_logs/$1.log"
+  { grep -oE '[0-9]+ tests? run: [0-9]+ passed' "$log" | awk '{s+=$4} END {if (NR) print s, "passed of", NR, "runs"}'
+    grep -oE 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {if (NR) print s, "passed in", NR, "suites"}'
+    grep -oE '^[0-9]+ passed, [0-9]+ failed' "$log" | awk '{s+=$1} END {if (NR) print s, "checks passed"}'
+  } | head -1
+}
+
 cargo build --workspace --all-targets --locked
-cargo nextest run --workspace --locked --no-fail-fast
+stage workspace cargo nextest run --workspace --locked --no-fail-fast
 
 # The official Rust client's live suites against a fresh Regina, then its
 # wire suites (which need no broker and pin the client's own view).
-scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks \
+stage official scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks \
   http_wire wire_forms autopilot_wire reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
 
 # The official core and KV/timers suites again, through a follower of a local
@@ -33,7 +44,16 @@ cluster_dir="$(mktemp -d)"
 export REGINA_HTTP_BASE="${REGINA_HTTP_BASE:-26632}" REGINA_RAFT_BASE="${REGINA_RAFT_BASE:-27632}"
 trap 'scripts/cluster.sh stop "$cluster_dir"; rm -rf "$cluster_dir"' EXIT
 scripts/cluster.sh start "$cluster_dir"
-QUEEN_TEST_URL="$(scripts/cluster.sh follower "$cluster_dir")" scripts/queen-suite.sh core kv_timers
+follower="$(scripts/cluster.sh follower "$cluster_dir")"
+# The stage is only worth its name if every request went through a node that
+# did not lead: checked before and after the suites.
+is_follower() { curl -sf "$follower/health" | python3 -c 'import json,sys; h=json.load(sys.stdin); sys.exit(0 if h.get("leader") not in (None, h.get("nodeId")) else 1)'; }
+is_follower || { echo "test.sh: $follower leads; the cluster stage must run through a follower" >&2; exit 1; }
+QUEEN_TEST_URL="$follower" stage follower scripts/queen-suite.sh core kv_timers
+is_follower || { echo "test.sh: $follower became the leader during the cluster stage" >&2; exit 1; }
 scripts/cluster.sh stop "$cluster_dir"
 
-scripts/python-scenario.sh
+stage python scripts/python-scenario.sh
+
+echo "tests per stage:"
+for s in workspace official follower python; do echo "  $s: $(count "$s")"; done
