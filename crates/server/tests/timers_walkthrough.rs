@@ -48,7 +48,7 @@ async fn a_payment_timeout_survives_a_full_queue_and_fires_once_retried() {
         &c,
         &base,
         Q,
-        json!({ "maxSize": 2, "completedRetentionSeconds": 1,
+        json!({ "maxSize": 2, "retentionEnabled": true, "completedRetentionSeconds": 1,
                 "timerMaxAttempts": 3, "timerRetryDelayMs": 100, "timerMaxRetryDelayMs": 200 }),
     )
     .await;

@@ -54,7 +54,7 @@ impl State {
         ids.sort_unstable();
         for qid in ids {
             let q = self.queues.get_mut(&qid).expect("listed above");
-            let (ret, done_ret) = (q.options.retention_seconds, q.options.completed_retention_seconds);
+            let (ret, done_ret) = q.options.retention();
             if ret == 0 && done_ret == 0 {
                 continue;
             }

@@ -20,9 +20,10 @@ pub struct QueueOptions {
     pub window_buffer: u64,
     /// Most messages kept; 0 = no limit. Stored and echoed.
     pub max_size: u64,
-    /// Messages older than this are dropped; 0 = keep.
+    /// Messages older than this are dropped (with `retention_enabled`); 0 = keep.
     pub retention_seconds: u64,
-    /// Messages every group has consumed are dropped after this; 0 = keep.
+    /// Messages every group has consumed are dropped after this (with
+    /// `retention_enabled`); 0 = keep.
     pub completed_retention_seconds: u64,
     pub retention_enabled: bool,
     pub encryption_enabled: bool,
@@ -51,6 +52,16 @@ pub struct QueueOptions {
 }
 
 impl QueueOptions {
+    /// The ages (seconds; 0 = none) past which a sweep drops messages, and
+    /// past which it drops consumed ones. As in Queen, both retentions act
+    /// only with `retentionEnabled`.
+    pub fn retention(&self) -> (u64, u64) {
+        match self.retention_enabled {
+            true => (self.retention_seconds, self.completed_retention_seconds),
+            false => (0, 0),
+        }
+    }
+
     /// Whether exhausted messages go to the dead-letter list.
     pub fn dead_letters(&self) -> bool {
         self.dlq_after_max_retries || self.dead_letter_queue

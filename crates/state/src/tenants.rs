@@ -70,10 +70,7 @@ impl State {
     pub fn wants_sweep(&self, now_ms: u64) -> bool {
         self.kv.first_expiry().is_some_and(|e| e <= now_ms)
             || self.jobs.wants_sweep(now_ms)
-            || self
-                .queues
-                .values()
-                .any(|q| q.options.retention_seconds > 0 || q.options.completed_retention_seconds > 0)
+            || self.queues.values().any(|q| q.options.retention() != (0, 0))
             || self.tenants.values().any(|t| t.wants_sweep(now_ms))
     }
 }

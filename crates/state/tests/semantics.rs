@@ -265,6 +265,11 @@ fn retention_drops_old_messages_and_delete_removes_the_queue() {
     h.push("q", "P", "old");
     h.now += 11_000;
     h.push("q", "P", "new");
+    // As in Queen, retention acts only once retentionEnabled is on.
+    h.apply(Command::Sweep);
+    let p = &h.state.queue("q").unwrap().partitions[0];
+    assert_eq!((p.base, p.next_offset()), (0, 2), "retention without retentionEnabled drops nothing");
+    configure(&mut h, "q", OptionsPatch { retention_enabled: Some(true), ..Default::default() });
     h.apply(Command::Sweep);
     let p = &h.state.queue("q").unwrap().partitions[0];
     assert_eq!((p.base, p.next_offset()), (1, 2));

@@ -219,7 +219,7 @@ fn an_offset_retention_dropped_is_out_of_range() {
         queue: "q".into(),
         namespace: None,
         task: None,
-        options: OptionsPatch { retention_seconds: Some(10), ..Default::default() },
+        options: OptionsPatch { retention_seconds: Some(10), retention_enabled: Some(true), ..Default::default() },
         replace: false,
     };
     h.apply(Command::Configure(cmd));
