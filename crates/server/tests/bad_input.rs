@@ -572,3 +572,23 @@ async fn an_encoded_body_is_refused_not_read_as_plain() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 201, "identity is no encoding");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_or_query_that_is_not_utf8_is_a_json_error() {
+    let ws = Workspace::new();
+    let broker = Broker::start(&ws);
+    let base = broker.base();
+    let c = support::client();
+    for path in [
+        "/api/v1/pop/queue/%FF?wait=false",
+        "/api/v1/pop/queue/orders?wait=false&consumerGroup=%C3",
+        "/api/v1/kv/ns/%E2%82",
+    ] {
+        let (status, v) = send_raw(&c, reqwest::Method::GET, &format!("{base}{path}"), None).await;
+        assert_error(path, status, &v, 400);
+        assert!(v["error"].as_str().unwrap_or_default().contains("UTF-8"), "{path}: {v}");
+    }
+    // Nothing was made of the undecodable name: no group named U+FFFD.
+    let (_, v) = send_raw(&c, reqwest::Method::GET, &format!("{base}/api/v1/resources/queues"), None).await;
+    assert!(!v.to_string().contains('\u{FFFD}'), "{v}");
+}

@@ -74,15 +74,47 @@ pub fn is_json_document(bytes: &[u8]) -> bool {
     std::str::from_utf8(bytes).is_ok_and(|text| serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok())
 }
 
-/// Refuses a body sent with a `Content-Encoding` (other than `identity`):
-/// no route decodes one, and reading compressed bytes as plain would apply
-/// garbage. The Queen clients never send one; their compression lives
-/// inside the binary bodies, where each route bounds what it inflates.
-pub async fn refuse_encoded_bodies(
+/// Whether `%XX`-escaped text (a path, a query string) decodes to UTF-8.
+/// Decoders downstream would otherwise answer in plain text (the path) or
+/// replace the bytes with U+FFFD (the query), naming a different thing.
+fn unescapes_to_utf8(text: &str) -> bool {
+    let raw = text.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (raw[i], raw.get(i + 1).and_then(|b| hex(*b)), raw.get(i + 2).and_then(|b| hex(*b))) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::str::from_utf8(&out).is_ok()
+}
+
+/// The edge's first look at every request, before any route reads it: a
+/// path or query that does not decode to UTF-8 is a 400, and a body with a
+/// `Content-Encoding` (other than `identity`) is a 415: no route decodes
+/// one, and reading compressed bytes as plain would apply garbage. (The
+/// Queen clients never send one; their compression lives inside the binary
+/// bodies, where each route bounds what it inflates.)
+pub async fn refuse_unreadable_requests(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
+    let uri = req.uri();
+    if !unescapes_to_utf8(uri.path()) {
+        return ApiError::bad_request("the path does not decode to UTF-8").into_response();
+    }
+    if !uri.query().is_none_or(unescapes_to_utf8) {
+        return ApiError::bad_request("the query string does not decode to UTF-8").into_response();
+    }
     let encoding = req.headers().get(axum::http::header::CONTENT_ENCODING);
     match encoding.map(|v| v.to_str().map(str::trim)) {
         None => next.run(req).await,
@@ -95,6 +127,21 @@ pub async fn refuse_encoded_bodies(
                 message: format!("Content-Encoding {named} is not accepted; send the body uncompressed"),
             }
             .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescapes_to_utf8;
+
+    #[test]
+    fn escaped_text_must_decode_to_utf8() {
+        for ok in ["/api/v1/pop/queue/orders", "/q/%C3%A9", "a=1&b=%20x", "100%", "%zz", "%E2%82%AC"] {
+            assert!(unescapes_to_utf8(ok), "{ok}");
+        }
+        for bad in ["/q/%FF", "g=%C3", "x=%E2%82", "%ff%fe"] {
+            assert!(!unescapes_to_utf8(bad), "{bad}");
         }
     }
 }

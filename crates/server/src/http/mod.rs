@@ -93,7 +93,7 @@ pub fn router(node: Arc<Node>) -> Router {
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())
         .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader))
-        .layer(axum::middleware::from_fn(input::refuse_encoded_bodies))
+        .layer(axum::middleware::from_fn(input::refuse_unreadable_requests))
         .with_state(node)
 }
 
