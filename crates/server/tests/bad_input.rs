@@ -592,3 +592,37 @@ async fn a_path_or_query_that_is_not_utf8_is_a_json_error() {
     let (_, v) = send_raw(&c, reqwest::Method::GET, &format!("{base}/api/v1/resources/queues"), None).await;
     assert!(!v.to_string().contains('\u{FFFD}'), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_field_of_the_wrong_type_is_refused_by_name() {
+    let ws = Workspace::new();
+    let broker = Broker::start(&ws);
+    let base = broker.base();
+    let c = support::client();
+    let payload = "eyJuIjoxfQ=="; // {"n":1}
+    let op = |extra: Value| {
+        let mut o =
+            json!({ "op": "schedule", "queue": "typed", "timerKey": "t", "delayMs": 60_000, "payload": payload });
+        o.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        o
+    };
+    for (field, bad) in [
+        ("partition", json!({ "partition": 5 })),
+        ("txn", json!({ "txn": { "id": 1 } })),
+        ("payloadZstd", json!({ "payloadZstd": "yes" })),
+        ("payload", json!({ "payload": 7 })),
+        ("timerKey", json!({ "timerKey": ["t"] })),
+    ] {
+        let (status, v) = post_raw(
+            &c,
+            &format!("{base}/api/v1/timers"),
+            serde_json::to_vec(&json!({ "operations": [op(bad)] })).unwrap(),
+        )
+        .await;
+        assert_eq!(status, 400, "{field}: {v}");
+        assert!(v["detail"].as_str().is_some_and(|d| d.contains(field)), "{field}: the refusal names it: {v}");
+    }
+    let (status, v) = send_raw(&c, reqwest::Method::GET, &format!("{base}/api/v1/timers/typed"), None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(0), "nothing was scheduled: {v}");
+}

@@ -102,13 +102,13 @@ pub fn parse_op(i: usize, v: &Value, now_ms: u64) -> Result<TimerOp, Response> {
     if let Some(k) = o.keys().find(|k| SERVER_OWNED.contains(&k.as_str()) || k.starts_with('_')) {
         return Err(bad("timers_server_owned_field", format!("operations[{i}]: {k} is set by the broker")));
     }
-    let text = |key: &str| o.get(key).and_then(Value::as_str);
-    let queue = text("queue")
+    let text = |key: &str| str_field(i, o, key);
+    let queue = text("queue")?
         .filter(|q| !q.is_empty())
         .ok_or_else(|| bad("timers_queue_required", format!("operations[{i}]: queue is required")))?;
     validate_name(NameKind::Queue, queue).map_err(|e| bad("timers_bad_body", format!("operations[{i}]: {e}")))?;
-    let timer_key = key_of(i, text("timerKey"))?;
-    match text("op") {
+    let timer_key = key_of(i, text("timerKey")?)?;
+    match text("op")? {
         Some("schedule") | Some("reschedule") => {}
         Some("cancel") => return Ok(TimerOp::Cancel { queue: queue.into(), timer_key }),
         Some("retry") => return retry_of(i, o, queue, timer_key),
@@ -121,7 +121,7 @@ pub fn parse_op(i: usize, v: &Value, now_ms: u64) -> Result<TimerOp, Response> {
     }
     let when = when_of(i, o, now_ms)?;
     let payload = payload_of(i, o)?;
-    let partition = match text("partition") {
+    let partition = match text("partition")? {
         None | Some("") => DEFAULT_PARTITION.to_string(),
         Some(p) => {
             validate_name(NameKind::Partition, p)
@@ -129,7 +129,7 @@ pub fn parse_op(i: usize, v: &Value, now_ms: u64) -> Result<TimerOp, Response> {
             p.to_string()
         }
     };
-    let txn = match text("txn") {
+    let txn = match text("txn")? {
         None | Some("") => crate::ids::new_id().to_string(),
         Some(t) if t.len() > regina_types::limits::TRANSACTION_ID_BYTES_MAX => {
             return Err(bad("timers_bad_body", format!("operations[{i}]: txn is too long")))
@@ -165,6 +165,16 @@ fn retry_of(i: usize, o: &Map<String, Value>, queue: &str, timer_key: String) ->
     Ok(TimerOp::Retry { queue: queue.into(), timer_key, delay_ms })
 }
 
+/// A field that must be a string when present (`null` counts as absent):
+/// a value of another type is refused, naming the field, not read as absent.
+fn str_field<'a>(i: usize, o: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, Response> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(bad("timers_bad_body", format!("operations[{i}]: {key} must be a string, not {other}"))),
+    }
+}
+
 fn key_of(i: usize, k: Option<&str>) -> Result<String, Response> {
     match k {
         Some(k) if !k.is_empty() && k.len() <= TIMER_KEY_BYTES_MAX && !k.chars().any(char::is_control) => Ok(k.into()),
@@ -177,13 +187,23 @@ fn key_of(i: usize, k: Option<&str>) -> Result<String, Response> {
 
 /// The payload: base64 of a JSON document (optionally a zstd frame of it).
 fn payload_of(i: usize, o: &Map<String, Value>) -> Result<Vec<u8>, Response> {
-    let Some(b64) = o.get("payload").and_then(Value::as_str) else {
+    let Some(b64) = str_field(i, o, "payload")? else {
         return Err(bad("timers_payload_required", format!("operations[{i}]: payload (base64) is required")));
     };
     let mut bytes = base64::engine::general_purpose::STANDARD
         .decode(b64)
         .map_err(|_| bad("timers_payload_not_base64", format!("operations[{i}]: payload is not base64")))?;
-    if o.get("payloadZstd").and_then(Value::as_bool) == Some(true) {
+    let zstd = match o.get("payloadZstd") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(bad(
+                "timers_bad_body",
+                format!("operations[{i}]: payloadZstd must be true or false, not {other}"),
+            ))
+        }
+    };
+    if zstd {
         bytes = unzstd(&bytes).map_err(|e| bad("timers_bad_body", format!("operations[{i}]: {e}")))?;
     }
     if bytes.len() > TIMER_PAYLOAD_BYTES_MAX {
