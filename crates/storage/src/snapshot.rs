@@ -135,7 +135,7 @@ fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
 }
 
 /// Parses a snapshot file, or says why it is not one.
-fn decode(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+pub fn decode(bytes: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
     let body_len = bytes.len().checked_sub(4).ok_or_else(|| format!("only {} bytes long", bytes.len()))?;
     let (body, stored) = bytes.split_at(body_len);
     let stored = u32::from_le_bytes(stored.try_into().map_err(|_| "short checksum")?);

@@ -9,6 +9,7 @@ mod ephemeral;
 mod error;
 pub mod forward;
 mod frames;
+pub mod fuzz_targets;
 mod groups;
 mod health;
 mod input;

@@ -49,18 +49,22 @@ pub async fn push(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReject
     if bytes.starts_with(binary::PUSH_MAGIC) {
         return push_binary(node, &bytes).await;
     }
-    let parsed: PushBody = json_body(&bytes, false)?;
+    let items = json_items(&bytes)?;
+    let results = store(&node, items.clone()).await?;
+    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+}
+
+/// The items of a JSON push body, checked. The plain push does not store
+/// trace ids (as upstream); a transaction's push does.
+pub(super) fn json_items(bytes: &[u8]) -> ApiResult<Vec<PushItem>> {
+    let parsed: PushBody = json_body(bytes, false)?;
     check_count(parsed.items.len())?;
-    // The plain push does not store trace ids (as upstream); a transaction's
-    // push does.
-    let items = parsed
+    parsed
         .items
         .iter()
         .enumerate()
         .map(|(i, it)| to_item(i, it).map(|item| PushItem { trace_id: None, ..item }))
-        .collect::<ApiResult<Vec<_>>>()?;
-    let results = store(&node, items.clone()).await?;
-    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+        .collect()
 }
 
 async fn push_binary(node: Arc<Node>, bytes: &[u8]) -> ApiResult<Response> {
