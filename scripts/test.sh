@@ -23,17 +23,17 @@ cargo nextest run --workspace --locked --no-fail-fast
 
 # The official Rust client's live suites against a fresh Regina, then its
 # wire suites (which need no broker and pin the client's own view).
-scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks \
+scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks streams docs \
   http_wire wire_forms autopilot_wire reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
 
-# The official core and KV/timers suites again, through a follower of a local
-# three-node cluster: every request is forwarded to the leader.
+# The official core, KV/timers and streams suites again, through a follower
+# of a local three-node cluster: every request is forwarded to the leader.
 cargo build --release --locked -p regina-server --bin regina
 cluster_dir="$(mktemp -d)"
 export REGINA_HTTP_BASE="${REGINA_HTTP_BASE:-26632}" REGINA_RAFT_BASE="${REGINA_RAFT_BASE:-27632}"
 trap 'scripts/cluster.sh stop "$cluster_dir"; rm -rf "$cluster_dir"' EXIT
 scripts/cluster.sh start "$cluster_dir"
-QUEEN_TEST_URL="$(scripts/cluster.sh follower "$cluster_dir")" scripts/queen-suite.sh core kv_timers
+QUEEN_TEST_URL="$(scripts/cluster.sh follower "$cluster_dir")" scripts/queen-suite.sh core kv_timers streams
 scripts/cluster.sh stop "$cluster_dir"
 
 scripts/python-scenario.sh
