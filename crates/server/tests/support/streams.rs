@@ -181,8 +181,9 @@ pub async fn run(nodes: Arc<Nodes>, src: String, sink: String, query_id: String,
         }
         for (pid, batch) in by_partition {
             match cycle(&nodes, &query_id, &pid, group, &sink, &batch).await {
-                Some(true) => stats.cycles += 1,
-                Some(false) => stats.refused += 1,
+                Some(Answer::Committed) => stats.cycles += 1,
+                Some(Answer::Resend) => stats.duplicates += 1,
+                Some(Answer::Refused) => stats.refused += 1,
                 None => {}
             }
         }
@@ -190,9 +191,16 @@ pub async fn run(nodes: Arc<Nodes>, src: String, sink: String, query_id: String,
     stats
 }
 
-/// One cycle over one partition's batch: `Some(true)` committed (or a
-/// resend of a committed one), `Some(false)` refused, `None` no answer.
-async fn cycle(nodes: &Nodes, query_id: &str, pid: &str, group: &str, sink: &str, batch: &[Value]) -> Option<bool> {
+/// How the broker answered a cycle.
+enum Answer {
+    Committed,
+    /// A resend of a committed cycle: nothing applied.
+    Resend,
+    Refused,
+}
+
+/// One cycle over one partition's batch (`None`: no node answered).
+async fn cycle(nodes: &Nodes, query_id: &str, pid: &str, group: &str, sink: &str, batch: &[Value]) -> Option<Answer> {
     let get = json!({ "query_id": query_id, "partition_id": pid, "keys": [] }).to_string();
     let (status, state) = nodes.post("/streams/v1/state/get", get.as_bytes(), Duration::from_secs(60)).await?;
     assert_eq!(status, 200, "state/get: {state}");
@@ -237,7 +245,11 @@ async fn cycle(nodes: &Nodes, query_id: &str, pid: &str, group: &str, sink: &str
     .to_string();
     let (status, v) = nodes.post("/streams/v1/cycle", body.as_bytes(), Duration::from_secs(60)).await?;
     assert_eq!(status, 200, "cycle: {v}");
-    Some(v["success"] == true)
+    Some(match (v["success"] == true, v["duplicate"] == true) {
+        (true, false) => Answer::Committed,
+        (true, true) => Answer::Resend,
+        _ => Answer::Refused,
+    })
 }
 
 /// Drains the sink with its own group, committing at delivery, into `seen`:
