@@ -24,7 +24,7 @@ cargo nextest run --workspace --locked --no-fail-fast
 # The official Rust client's live suites against a fresh Regina, then its
 # wire suites (which need no broker and pin the client's own view).
 scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks streams docs \
-  http_wire wire_forms autopilot_wire reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
+  http_wire wire_forms autopilot_wire autopilot_env reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
 
 # The official core, KV/timers and streams suites again, through a follower
 # of a local three-node cluster: every request is forwarded to the leader.
