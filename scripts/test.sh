@@ -34,11 +34,11 @@ stage workspace cargo nextest run --workspace --locked --no-fail-fast
 
 # The official Rust client's live suites against a fresh Regina, then its
 # wire suites (which need no broker and pin the client's own view).
-stage official scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks \
-  http_wire wire_forms autopilot_wire reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
+stage official scripts/queen-suite.sh core semantics coverage admin reads kv_timers locks streams docs \
+  http_wire wire_forms autopilot_wire autopilot_env reads_wire kv_timers_wire locks_wire ephemeral_wire supervision_wire
 
-# The official core and KV/timers suites again, through a follower of a local
-# three-node cluster: every request is forwarded to the leader.
+# The official core, KV/timers and streams suites again, through a follower
+# of a local three-node cluster: every request is forwarded to the leader.
 cargo build --release --locked -p regina-server --bin regina
 cluster_dir="$(mktemp -d)"
 export REGINA_HTTP_BASE="${REGINA_HTTP_BASE:-26632}" REGINA_RAFT_BASE="${REGINA_RAFT_BASE:-27632}"
@@ -49,7 +49,7 @@ follower="$(scripts/cluster.sh follower "$cluster_dir")"
 # did not lead: checked before and after the suites.
 is_follower() { curl -sf "$follower/health" | python3 -c 'import json,sys; h=json.load(sys.stdin); sys.exit(0 if h.get("leader") not in (None, h.get("nodeId")) else 1)'; }
 is_follower || { echo "test.sh: $follower leads; the cluster stage must run through a follower" >&2; exit 1; }
-QUEEN_TEST_URL="$follower" stage follower scripts/queen-suite.sh core kv_timers
+QUEEN_TEST_URL="$follower" stage follower scripts/queen-suite.sh core kv_timers streams
 is_follower || { echo "test.sh: $follower became the leader during the cluster stage" >&2; exit 1; }
 scripts/cluster.sh stop "$cluster_dir"
 

@@ -2,8 +2,15 @@
 //! random part comes from a per-thread generator seeded once from the
 //! operating system. Asking the kernel for randomness per id was a visible
 //! share of push time, and these ids need uniqueness, not secrecy.
+//!
+//! Ids rise strictly across the whole process: the millisecond and the
+//! 12-bit `rand_a` field together are a counter that never goes back (the
+//! monotonic method of RFC 9562 §6.2). Messages of one push share their
+//! `createdAt`, and the clients' stream SDKs order a partition's messages by
+//! (`createdAt`, id), so ids minted in order must sort in order.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
@@ -29,13 +36,33 @@ fn next_u64() -> u64 {
     })
 }
 
-/// A new time-ordered id (UUID v7).
-pub fn new_id() -> Uuid {
+/// The last (millisecond << 12 | sequence) handed out.
+static LAST: AtomicU64 = AtomicU64::new(0);
+
+/// The next (millisecond, sequence) pair, above every one handed out before.
+fn next_stamp() -> u64 {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    let (a, b) = (next_u64().to_le_bytes(), next_u64().to_le_bytes());
+    let floor = ms << 12;
+    let mut prev = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = floor.max(prev + 1);
+        match LAST.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => prev = seen,
+        }
+    }
+}
+
+/// A new time-ordered id (UUID v7), above every id minted before it here.
+pub fn new_id() -> Uuid {
+    let stamp = next_stamp();
+    let (ms, seq) = (stamp >> 12, (stamp & 0xfff) as u16);
+    let b = next_u64().to_le_bytes();
     let mut random = [0u8; 10];
-    random[..8].copy_from_slice(&a);
-    random[8..].copy_from_slice(&b[..2]);
+    // rand_a (12 bits, after the version nibble) carries the sequence.
+    random[0] = (seq >> 8) as u8 & 0x0f;
+    random[1] = seq as u8;
+    random[2..].copy_from_slice(&b);
     uuid::Builder::from_unix_timestamp_millis(ms, &random).into_uuid()
 }
 
@@ -46,5 +73,11 @@ mod tests {
         let ids: std::collections::HashSet<_> = (0..10_000).map(|_| super::new_id()).collect();
         assert_eq!(ids.len(), 10_000);
         assert!(ids.iter().all(|u| u.get_version_num() == 7));
+    }
+
+    #[test]
+    fn ids_minted_in_order_sort_in_order() {
+        let ids: Vec<String> = (0..20_000).map(|_| super::new_id().to_string()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "an id sorted before the one minted ahead of it");
     }
 }

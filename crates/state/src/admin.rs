@@ -31,6 +31,8 @@ impl State {
         for p in &q.partitions {
             self.partition_ids.remove(&p.id);
         }
+        let ids: Vec<u64> = q.partitions.iter().map(|p| p.id).collect();
+        self.streams.forget_partitions(name, &ids);
         let dead: Vec<String> =
             self.leases.iter().filter(|(_, e)| e.claims.iter().any(|c| c.0 == qid)).map(|(id, _)| id.clone()).collect();
         for id in dead {

@@ -116,6 +116,10 @@ pub enum Command {
         lease_id: String,
         duration_ms: u64,
     },
+    /// A streams call: a query's registration, a cycle (state changes,
+    /// sink pushes and the source ack, all or nothing) or a claim of idle
+    /// partitions (see `streams`).
+    Stream(crate::streams::StreamCmd),
 }
 
 impl Command {
@@ -132,6 +136,7 @@ impl Command {
             Command::RetryDeadLetter { item, .. } => item.approx_bytes() + SMALL,
             Command::Batch(cmds) => cmds.iter().map(Command::approx_bytes).sum(),
             Command::ForTenant { tenant, command } => tenant.len() + command.approx_bytes(),
+            Command::Stream(crate::streams::StreamCmd::Cycle(c)) => c.approx_bytes(),
             _ => SMALL,
         }
     }

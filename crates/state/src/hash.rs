@@ -5,10 +5,15 @@
 
 /// FNV-1a over 128 bits.
 pub fn txn_hash(s: &str) -> u128 {
+    bytes_hash(s.as_bytes())
+}
+
+/// FNV-1a over 128 bits of any bytes (a stream cycle's request, for one).
+pub fn bytes_hash(bytes: &[u8]) -> u128 {
     const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
     const PRIME: u128 = 0x0000000001000000000000000000013B;
     let mut h = OFFSET;
-    for b in s.as_bytes() {
+    for b in bytes {
         h ^= *b as u128;
         h = h.wrapping_mul(PRIME);
     }

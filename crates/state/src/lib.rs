@@ -22,6 +22,8 @@
 //! - [`kv`], [`kv_apply`]: the key/value store and a KV call judged as one.
 //! - [`locks`]: locks and semaphores, whose permits are KV rows.
 //! - [`jobs`]: job queues by id: claims under fencing tokens, retries, results.
+//! - [`streams`]: stream queries: state rows per source partition, cycles
+//!   that commit state, sink pushes and the source ack as one.
 //! - [`body`]: the on-disk layout of one message body.
 
 pub mod ack;
@@ -43,6 +45,8 @@ pub mod pop;
 pub mod push;
 pub mod queue;
 pub mod state;
+pub mod state_v5;
+pub mod streams;
 pub mod tenants;
 pub mod timer_fire;
 pub mod timers;

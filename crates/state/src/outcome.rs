@@ -32,6 +32,7 @@ pub enum Outcome {
     Jobs(crate::jobs::apply::JobsOutcome),
     /// One outcome per command of a `Command::Batch`, in order.
     Batch(Vec<Outcome>),
+    Stream(crate::streams::StreamOutcome),
 }
 
 /// What a transaction did: everything, or nothing and why.

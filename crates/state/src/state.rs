@@ -45,13 +45,17 @@ pub struct State {
     /// Named tenants' own states (see `tenants`); this state is the
     /// default tenant's.
     pub tenants: BTreeMap<String, State>,
+    /// Stream queries and their state rows (format 6 on).
+    pub streams: crate::streams::StreamStore,
 }
 
 /// Tag in front of every encoded state. Bump it whenever a field of the
 /// state (or of anything it holds) changes: 2 added the groups' ready sets
 /// and the partitions' lazy transaction-id index, 3 boxed that index, 4
-/// added tenants, 5 added job queues, KV lifetimes and timer failures.
-pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT5";
+/// added tenants, 5 added job queues, KV lifetimes and timer failures, 6
+/// added stream queries. A state of format 5 still decodes
+/// ([`crate::state_v5`]).
+pub const STATE_FORMAT: &[u8; 8] = b"RGNSTAT6";
 
 /// The result of applying one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +138,7 @@ impl State {
                 q.options.apply_timer_policy(policy);
                 Outcome::Done
             }
+            Command::Stream(cmd) => Outcome::Stream(self.stream_call(cmd, writes)),
             Command::Batch(commands) => {
                 Outcome::Batch(commands.iter().map(|c| self.apply_command(c, writes)).collect())
             }
@@ -174,6 +179,9 @@ impl State {
     /// with a message rather than read: bincode has no field names, so an
     /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
+        if let Some(body) = bytes.strip_prefix(crate::state_v5::FORMAT.as_slice()) {
+            return crate::state_v5::decode(body);
+        }
         let Some(body) = bytes.strip_prefix(STATE_FORMAT.as_slice()) else {
             return Err(format!(
                 "the snapshot's state is not in format {} (written by another Regina version); \
@@ -233,6 +241,7 @@ impl State {
         }
         self.timers.check()?;
         self.kv.check()?;
+        self.streams.check()?;
         self.jobs.check()
     }
 }

@@ -227,3 +227,28 @@ pub const RAFT_BODY_BYTES_MAX: usize = 640 << 20;
 /// How long a proposal waits for its entry to be applied before it answers
 /// that the outcome is unknown, in milliseconds.
 pub const PROPOSAL_ANSWER_MS_MAX: u64 = 30_000;
+// Streams (query state kept for the clients' stream SDKs).
+
+/// Longest stream query name, in bytes (no control characters).
+pub const STREAM_QUERY_NAME_BYTES_MAX: usize = 255;
+/// Longest `config_hash` of a stream query, in bytes.
+pub const STREAM_CONFIG_HASH_BYTES_MAX: usize = 256;
+/// Longest state key of a stream query, in bytes (1 byte at least).
+pub const STREAM_STATE_KEY_BYTES_MAX: usize = 1_024;
+/// Largest state value of a stream query (its compact JSON text), in bytes.
+pub const STREAM_STATE_VALUE_BYTES_MAX: usize = 256 * 1024;
+/// Most state rows one query keeps for one source partition.
+pub const STREAM_STATE_ROWS_PER_PARTITION_MAX: usize = 10_000;
+/// Most operations in one cycle: state upserts and deletes plus sink pushes.
+pub const STREAM_CYCLE_OPS_MAX: usize = 10_000;
+/// Most keys one state read may name.
+pub const STREAM_STATE_GET_KEYS_MAX: usize = 10_000;
+/// Most partitions one claim may name.
+pub const STREAM_CLAIM_PARTITIONS_MAX: usize = 1_000;
+/// Lease of a claim that names none, in seconds.
+pub const STREAM_CLAIM_LEASE_SECONDS_DEFAULT: u64 = 30;
+/// Longest lease a claim may ask for, in seconds.
+pub const STREAM_CLAIM_LEASE_SECONDS_MAX: u64 = 600;
+/// Partitions one page of `state/partitions` lists when it names no `limit`,
+/// and at most (larger limits are clamped).
+pub const STREAM_PARTITIONS_PAGE_MAX: usize = 1_000;

@@ -82,7 +82,8 @@ enum Forwarded {
 fn needs_read_barrier(method: &Method, path: &str) -> bool {
     let always_logged = *method == Method::POST
         && (matches!(path, "/api/v1/push" | "/api/v1/ack" | "/api/v1/ack/batch" | "/api/v1/transaction")
-            || (path.starts_with("/api/v1/lease/") && path.ends_with("/extend")));
+            || (path.starts_with("/api/v1/lease/") && path.ends_with("/extend"))
+            || super::streams::is_logged(path));
     !always_logged && !path.starts_with("/api/v1/ephemeral/")
 }
 

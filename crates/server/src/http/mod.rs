@@ -26,6 +26,8 @@ mod push;
 mod queues;
 mod raft;
 mod render;
+mod streams;
+mod streams_input;
 mod timer_ops;
 mod timers;
 mod traces;
@@ -86,6 +88,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/traces/names", get(traces::names))
         .route("/api/v1/traces/by-name/{name}", get(traces::by_name))
         .route("/api/v1/traces/{partition_id}/{transaction_id}", get(traces::for_message))
+        .merge(streams::routes())
         .merge(admin::routes())
         .merge(cluster::routes())
         .fallback(no_such_route)
