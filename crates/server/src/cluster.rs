@@ -88,6 +88,15 @@ impl Node {
         }
     }
 
+    /// The Raft address of the group's leader (this node's own when it
+    /// leads), as far as this node knows.
+    pub fn leader_addr(&self) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let leader = m.current_leader?;
+        m.membership_config.membership().get_node(&leader).map(|n| n.addr.clone())
+    }
+
     /// The leader once one is known, waiting up to `within` for an
     /// election to end.
     pub async fn wait_for_leader(&self, within: Duration) -> Leader {

@@ -9,6 +9,7 @@
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
+pub mod balance;
 pub mod cli;
 pub mod cluster;
 pub mod config;
@@ -59,6 +60,7 @@ pub async fn serve_with_raft(
         node.spawn_background();
         node.spawn_timer_driver();
     }
+    balance::spawn(nodes.clone());
     let node = nodes[0].clone();
     tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());

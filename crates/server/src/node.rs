@@ -91,6 +91,10 @@ pub struct Node {
     pub groups: std::sync::OnceLock<Vec<std::sync::Weak<Node>>>,
     /// Carries requests a follower forwards to the leader.
     pub forwarder: reqwest::Client,
+    /// A hand-over of this group's leadership in progress (`crate::balance`).
+    pub handoff: crate::balance::Handoff,
+    /// The group's write load while this node leads it.
+    pub load: crate::balance::LoadMeter,
 }
 
 impl Node {
@@ -161,6 +165,8 @@ impl Node {
             group,
             groups: std::sync::OnceLock::new(),
             forwarder,
+            handoff: Default::default(),
+            load: Default::default(),
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;
@@ -209,6 +215,20 @@ impl Node {
             None => command,
         };
         self.proposer.propose(command).await
+    }
+
+    /// Keeps new entries out of the log until the hold is dropped, once
+    /// every entry in flight is answered (a leadership hand-over).
+    pub async fn hold_proposals(&self) -> Option<crate::proposer::Hold> {
+        self.proposer.hold().await
+    }
+
+    /// What this node proposed into the group so far: entries, requests,
+    /// approximate bytes.
+    pub fn written(&self) -> [u64; 3] {
+        use std::sync::atomic::Ordering::Relaxed;
+        let w = &self.proposer.load;
+        [w.entries.load(Relaxed), w.commands.load(Relaxed), w.bytes.load(Relaxed)]
     }
 
     /// The applied state of the request's tenant (an empty state for a
