@@ -152,14 +152,16 @@ impl Handoff {
     }
 }
 
-/// A group's write load while this node leads it, per second.
+/// A group's write load, per second.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Load {
-    /// Log entries (a batch is one).
+    /// Log entries appended (a batch of requests is one), as every replica
+    /// sees them.
     pub entries_per_sec: f64,
-    /// Requests packed into them.
-    pub commands_per_sec: f64,
+    /// Requests this node proposed (zero unless it leads the group).
+    pub requests_per_sec: f64,
+    /// Log record bytes appended.
     pub bytes_per_sec: f64,
 }
 
@@ -183,7 +185,7 @@ impl LoadMeter {
             Some((at, before)) if now - at >= LOAD_WINDOW => {
                 let secs = (now - at).as_secs_f64();
                 let rate = |i: usize| (counters[i].saturating_sub(before[i])) as f64 / secs;
-                st.rates = Load { entries_per_sec: rate(0), commands_per_sec: rate(1), bytes_per_sec: rate(2) };
+                st.rates = Load { entries_per_sec: rate(0), requests_per_sec: rate(1), bytes_per_sec: rate(2) };
                 st.since = Some((now, counters));
             }
             Some(_) => {}

@@ -65,9 +65,10 @@ pub async fn serve_with_raft(
     tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());
     let tenancy = options.tenancy;
+    let placement = Arc::new(groups::Placement { groups: options.raft_groups, pins: options.tenant_groups.clone() });
     let dispatch = tower::service_fn(move |req: axum::extract::Request| {
-        let routers = routers.clone();
-        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, req).await) }
+        let (routers, placement) = (routers.clone(), placement.clone());
+        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, &placement, req).await) }
     });
     let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(dispatch);
     if let Some(raft_listener) = raft_listener {

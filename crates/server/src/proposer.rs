@@ -69,13 +69,10 @@ pub struct Proposer {
     pub load: Arc<Written>,
 }
 
-/// Counters of what a leader wrote: log entries, the requests packed in
-/// them, and their approximate bytes. Only ever rise.
+/// Counts the requests a leader proposed. Only ever rises.
 #[derive(Default)]
 pub struct Written {
-    pub entries: AtomicU64,
     pub commands: AtomicU64,
-    pub bytes: AtomicU64,
 }
 
 /// While held, nothing new reaches the log: requests wait in the proposer
@@ -137,9 +134,7 @@ async fn batch_loop(
             batch.push(next);
         }
         let (raft, log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
-        load.entries.fetch_add(1, Ordering::Relaxed);
         load.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        load.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         tokio::spawn(async move {
             answer(batch, &raft, &log, now_ms).await;
             drop(slot);

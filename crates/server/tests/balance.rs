@@ -250,3 +250,123 @@ async fn leadership_spreads_and_returns_after_a_kill_with_every_push_once() {
         }
     }
 }
+
+async fn get_json(c: &reqwest::Client, url: &str) -> Value {
+    c.get(url).send().await.expect("an answer").json().await.expect("JSON")
+}
+
+/// The group view `/api/v1/cluster/groups` answers through `node`.
+async fn groups_view(c: &reqwest::Client, cluster: &Cluster, node: u64) -> Value {
+    get_json(c, &cluster.nodes[node as usize - 1].url("/api/v1/cluster/groups")).await
+}
+
+async fn wait_group_leader(c: &reqwest::Client, cluster: &Cluster, group: usize, want: u64) {
+    let started = Instant::now();
+    loop {
+        let v = groups_view(c, cluster, 1).await;
+        if v["groups"][group]["leader"].as_u64() == Some(want) {
+            println!("balance: group {group} led by node {want} after {:?}", started.elapsed());
+            return;
+        }
+        assert!(started.elapsed() < BALANCED_WITHIN, "group {group} not led by node {want}: {v}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Placement that can be seen and steered: a tenant pinned to a group
+/// lands there and is listed with the group's leader and load; the SDK
+/// follows the leader the answers name, and falls back to the URL it was
+/// given when that leader is gone; an operator's preferred-leader pin moves
+/// a group and dropping it moves the group back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_is_visible_and_steerable() {
+    const PINNED: &str = "pinned-a";
+    let hashed = regina_server::groups::group_of(Some(PINNED), GROUPS);
+    assert_ne!(hashed, 5, "the pin must change the tenant's group");
+    let env = [("REGINA_TENANCY", "on"), ("REGINA_RAFT_GROUPS", "6"), ("QUEEN_TENANT_GROUPS", "pinned-a=5")];
+    let mut cluster = Cluster::start_with(3, &env);
+    tokio::task::block_in_place(|| wait_balanced(&cluster, "formation"));
+    let c = client();
+
+    // The SDK, pointed at node 1, pushes for the pinned tenant: group 5,
+    // led by node 3 (5 % 3 = position 2).
+    let sdk = regina_client::Client::new(cluster.nodes[0].base()).unwrap().with_tenant(PINNED);
+    let load_until = Instant::now() + Duration::from_millis(2500);
+    let mut i = 0;
+    while Instant::now() < load_until {
+        let item = regina_client::PushItem::new("orders", json!({ "i": i })).transaction_id(format!("t-{i}"));
+        sdk.push(&[item]).await.expect("a push");
+        i += 1;
+    }
+    let leader3 = format!("http://{}", cluster.nodes[2].raft_addr());
+    assert_eq!(sdk.leader_hint().as_deref(), Some(leader3.as_str()), "the SDK follows group 5's leader");
+
+    let v = groups_view(&c, &cluster, 2).await;
+    let g5 = &v["groups"][5];
+    assert_eq!(g5["leader"], json!(3), "{v}");
+    assert_eq!(g5["leaderAddr"], json!(cluster.nodes[2].raft_addr()), "{v}");
+    assert_eq!(g5["preferredLeader"], json!(3), "{v}");
+    assert_eq!(g5["tenants"], json!([PINNED]), "{v}");
+    assert_eq!(g5["pinnedTenants"], json!([PINNED]), "{v}");
+    assert!(g5["load"]["entriesPerSec"].as_f64().unwrap() > 0.0, "group 5 carries the load: {v}");
+    assert!(g5["load"]["bytesPerSec"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(v["groups"][hashed as usize]["tenantCount"], json!(0), "nothing in the hashed group: {v}");
+    assert_eq!(v["leadersPerNode"], json!({ "1": 2, "2": 2, "3": 2 }), "{v}");
+    // /health and the metrics show the same.
+    let h = cluster.nodes[0].health().unwrap();
+    assert_eq!(h["groups"][5]["tenants"], json!([PINNED]), "{h}");
+    let m = get_json(&c, &cluster.nodes[0].url("/metrics")).await;
+    assert_eq!(m["groups"][5]["leader"], json!(3), "{m}");
+    assert_eq!(m["groups"][5]["tenants"], json!([PINNED]), "{m}");
+    let text = c.get(cluster.nodes[1].url("/metrics/prometheus")).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("regina_group_leader{group=\"5\"} 3"), "{text}");
+    assert!(text.contains("regina_tenant_group{tenant=\"pinned-a\"} 5"), "{text}");
+    // Every answer names the group's leader, here and through a follower.
+    let r =
+        c.get(cluster.nodes[0].url("/api/v1/resources/queues")).header("x-queen-tenant", PINNED).send().await.unwrap();
+    assert_eq!(r.headers()["x-regina-leader"].to_str().unwrap(), cluster.nodes[2].raft_addr());
+    assert_eq!(r.headers()["x-regina-group"].to_str().unwrap(), "5");
+
+    // Bad pins are refused with the reason.
+    let put = |node: usize, path: String, body: Value| c.put(cluster.nodes[node].url(&path)).json(&body).send();
+    let r = put(0, "/api/v1/cluster/groups/0/leader".into(), json!({ "node": 9 })).await.unwrap();
+    assert_eq!(r.status(), 400);
+    let r = put(0, "/api/v1/cluster/groups/6/leader".into(), json!({ "node": 2 })).await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = put(0, "/api/v1/cluster/groups/0/leader".into(), json!({ "nodes": 2 })).await.unwrap();
+    assert_eq!(r.status(), 400);
+
+    // Pin group 0 to node 2 (asked through node 3): it moves, and stays
+    // while the others keep their preferred leaders.
+    let r = put(2, "/api/v1/cluster/groups/0/leader".into(), json!({ "node": 2 })).await.unwrap();
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    wait_group_leader(&c, &cluster, 0, 2).await;
+    let v = groups_view(&c, &cluster, 1).await;
+    assert_eq!(v["groups"][0]["pinnedLeader"], json!(2), "{v}");
+    assert_eq!(v["groups"][0]["preferredLeader"], json!(2), "{v}");
+    // Unpinned, it goes back to node 1.
+    let r = c.delete(cluster.nodes[0].url("/api/v1/cluster/groups/0/leader")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    wait_group_leader(&c, &cluster, 0, 1).await;
+    tokio::task::block_in_place(|| wait_balanced(&cluster, "after the pin was dropped"));
+
+    // The hinted leader dies: the SDK falls back to node 1, which forwards
+    // to group 5's new leader.
+    cluster.node(3).kill();
+    let started = Instant::now();
+    loop {
+        let item = regina_client::PushItem::new("orders", json!({ "i": i })).transaction_id(format!("t-{i}"));
+        match sdk.push(&[item]).await {
+            Ok(_) => break,
+            Err(e) => assert!(started.elapsed() < Duration::from_secs(20), "no push after the kill: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hint = sdk.leader_hint().expect("a new hint");
+    assert_ne!(hint, leader3, "the hint moved off the dead node");
+    let pushed = i + 1;
+    // Every push is stored once (a retried one collapsed onto its first).
+    let tc = tenant_client(PINNED);
+    let msgs = drain(&tc, &cluster.nodes[1].base(), "orders", "Default", "audit", 50).await;
+    assert_eq!(msgs.len(), pushed, "stored messages vs pushes");
+}

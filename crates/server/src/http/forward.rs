@@ -139,13 +139,16 @@ async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
         };
         let mut out = node.forwarder.request(parts.method.clone(), format!("http://{addr}{path_and_query}"));
         for (name, value) in &parts.headers {
-            if !is_hop_header(name) {
+            // This node sets its own forwarding headers.
+            let ours = [FORWARDED_HEADER, HANDED_OVER_HEADER, GROUP_HEADER].contains(&name.as_str());
+            if !is_hop_header(name) && !ours {
                 out = out.header(name, value);
             }
         }
         if again {
             out = out.header(HANDED_OVER_HEADER, "1");
         }
+        out = out.header(GROUP_HEADER, node.group.to_string());
         out = out.header(FORWARDED_HEADER, node.id.to_string()).body(body.clone());
         match out.send().await {
             Ok(resp) => return Forwarded::Answer(relay(resp).await),

@@ -37,6 +37,27 @@ struct Figures {
     term: u64,
     process: ProcessFigures,
     uptime: u64,
+    /// Every Raft group of the node: who leads it, its load, its tenants.
+    groups: Vec<GroupFigures>,
+}
+
+struct GroupFigures {
+    group: u16,
+    leader: Option<u64>,
+    load: crate::balance::Load,
+    tenants: Vec<String>,
+    tenant_count: usize,
+}
+
+fn group_figures(node: &Node) -> Vec<GroupFigures> {
+    node.all_groups()
+        .iter()
+        .map(|g| {
+            let (tenants, tenant_count) = g.tenants_held();
+            let leader = g.raft.metrics().borrow().current_leader;
+            GroupFigures { group: g.group, leader, load: g.load.rates(), tenants, tenant_count }
+        })
+        .collect()
 }
 
 fn gather(node: &Node) -> Figures {
@@ -63,6 +84,7 @@ fn gather(node: &Node) -> Figures {
         term: raft.current_term,
         process: ProcessFigures::read(),
         uptime: uptime_seconds(),
+        groups: group_figures(node),
     }
 }
 
@@ -105,6 +127,15 @@ pub async fn metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         "timers": { "pending": f.timers_pending, "failed": f.timers_failed },
         "jobs": { "pending": f.jobs.0, "leased": f.jobs.1, "finished": f.jobs.2 },
         "raft": { "appliedIndex": f.applied_index, "lastLogIndex": f.last_log_index, "term": f.term },
+        "groups": f.groups.iter().map(|g| json!({
+            "group": g.group,
+            "leader": g.leader,
+            "entriesPerSec": g.load.entries_per_sec,
+            "requestsPerSec": g.load.requests_per_sec,
+            "bytesPerSec": g.load.bytes_per_sec,
+            "tenantCount": g.tenant_count,
+            "tenants": g.tenants,
+        })).collect::<Vec<_>>(),
     }))
     .into_response()
 }
@@ -190,6 +221,45 @@ fn render_text(f: &Figures) -> String {
     metric("regina_raft_applied_index", "gauge", "Index of the last applied log entry.", &opt(f.applied_index));
     metric("regina_raft_last_log_index", "gauge", "Index of the last log entry.", &opt(f.last_log_index));
     metric("regina_raft_term", "gauge", "Current Raft term.", &one(f.term));
+    let per_group = |get: &dyn Fn(&GroupFigures) -> String| -> Vec<(String, String)> {
+        f.groups.iter().map(|g| (format!("{{group=\"{}\"}}", g.group), get(g))).collect()
+    };
+    metric(
+        "regina_group_leader",
+        "gauge",
+        "Node id leading each Raft group, as this node knows it (0: none known).",
+        &per_group(&|g| g.leader.unwrap_or(0).to_string()),
+    );
+    metric(
+        "regina_group_entries_per_second",
+        "gauge",
+        "Log entries appended per second, per Raft group.",
+        &per_group(&|g| format!("{:.1}", g.load.entries_per_sec)),
+    );
+    metric(
+        "regina_group_bytes_per_second",
+        "gauge",
+        "Log bytes appended per second, per Raft group.",
+        &per_group(&|g| format!("{:.0}", g.load.bytes_per_sec)),
+    );
+    metric(
+        "regina_group_requests_per_second",
+        "gauge",
+        "Requests this node proposed per second while leading, per Raft group.",
+        &per_group(&|g| format!("{:.1}", g.load.requests_per_sec)),
+    );
+    metric(
+        "regina_group_tenants",
+        "gauge",
+        "Named tenants with data, per Raft group.",
+        &per_group(&|g| g.tenant_count.to_string()),
+    );
+    let tenants: Vec<(String, String)> = f
+        .groups
+        .iter()
+        .flat_map(|g| g.tenants.iter().map(move |t| (format!("{{tenant=\"{}\"}}", label(t)), g.group.to_string())))
+        .collect();
+    metric("regina_tenant_group", "gauge", "The Raft group holding each named tenant.", &tenants);
     metric("regina_uptime_seconds", "gauge", "Seconds since this process started serving.", &one(f.uptime));
     if let Some(rss) = f.process.resident_bytes {
         metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", &one(rss));
