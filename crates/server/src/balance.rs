@@ -52,6 +52,8 @@ const MOVE_GAP: Duration = Duration::from_millis(400);
 /// How long a move waits for the requests being served to finish before it
 /// holds new entries anyway (a long poll may be parked for seconds).
 const DRAIN_MAX: Duration = Duration::from_millis(800);
+/// How long a move waits for the entries in flight to be answered.
+const HOLD_MAX: Duration = Duration::from_secs(2);
 /// How long a move waits for the target to hold the whole log.
 const CATCH_UP_MAX: Duration = Duration::from_secs(2);
 /// How long the target campaigns before the move is given up.
@@ -359,7 +361,13 @@ pub async fn move_leader(node: &Node, target: u64) -> Result<(), String> {
     let started = Instant::now();
     let moving = node.handoff.begin();
     node.handoff.drained(DRAIN_MAX).await;
-    let Some(hold) = node.hold_proposals().await else { return Err("the node is stopping".into()) };
+    // An entry that cannot commit (no quorum) would keep the hold waiting:
+    // the move is given up instead.
+    let hold = match tokio::time::timeout(HOLD_MAX, node.hold_proposals()).await {
+        Ok(Some(hold)) => hold,
+        Ok(None) => return Err("the node is stopping".into()),
+        Err(_) => return Err(format!("entries in flight were not answered within {HOLD_MAX:?}")),
+    };
     let last = node.raft.metrics().borrow().last_log_index.unwrap_or(0);
     let caught_up = node
         .raft

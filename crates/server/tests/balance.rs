@@ -350,6 +350,28 @@ async fn placement_is_visible_and_steerable() {
     wait_group_leader(&c, &cluster, 0, 1).await;
     tokio::task::block_in_place(|| wait_balanced(&cluster, "after the pin was dropped"));
 
+    // The same through `regina cluster leader`, and `status` shows it.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_regina"))
+            .arg("cluster")
+            .args(args)
+            .args(["--url", &cluster.nodes[1].base()])
+            .output()
+            .expect("run regina cluster");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let (ok, text) = cli(&["leader", "--group", "1", "--id", "1"]);
+    assert!(ok && text.contains("preferred leader node 1, pinned 1"), "{text}");
+    wait_group_leader(&c, &cluster, 1, 1).await;
+    let (ok, text) = cli(&["status"]);
+    assert!(ok && text.contains("groups led: node 1: 3, node 2: 1, node 3: 2"), "{text}");
+    let (ok, text) = cli(&["leader", "--group", "1", "--unpin"]);
+    assert!(ok && text.contains("pinned -"), "{text}");
+    wait_group_leader(&c, &cluster, 1, 2).await;
+    let (ok, text) = cli(&["leader", "--id", "1"]);
+    assert!(!ok && text.contains("--group"), "{text}");
+    tokio::task::block_in_place(|| wait_balanced(&cluster, "after the CLI's pin was dropped"));
+
     // The hinted leader dies: the SDK falls back to node 1, which forwards
     // to group 5's new leader.
     cluster.node(3).kill();
