@@ -153,7 +153,13 @@ struct Inner {
     follow_leader: bool,
     /// `http://HOST:PORT` of the leader the last answer named.
     leader: std::sync::Mutex<Option<String>>,
+    /// A named leader that refused the connection, and when: not followed
+    /// again for [`REFUSED_FOR`].
+    refused: std::sync::Mutex<Option<(String, std::time::Instant)>>,
 }
+
+/// How long a named leader that could not be reached is not followed.
+const REFUSED_FOR: Duration = Duration::from_secs(30);
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -175,7 +181,9 @@ impl Client {
         // A trailing slash would double the one every path starts with.
         let base = url.trim_end_matches('/').to_string();
         let follow_leader = base.starts_with("http://");
-        Ok(Client { inner: Arc::new(Inner { base, http, tenant: None, follow_leader, leader: Default::default() }) })
+        let inner =
+            Inner { base, http, tenant: None, follow_leader, leader: Default::default(), refused: Default::default() };
+        Ok(Client { inner: Arc::new(inner) })
     }
 
     /// The broker's base URL, without a trailing slash.
@@ -211,6 +219,7 @@ impl Client {
             tenant,
             follow_leader,
             leader: Default::default(),
+            refused: Default::default(),
         };
         Client { inner: Arc::new(inner) }
     }
@@ -248,6 +257,9 @@ impl Client {
                 // Nothing reached the named leader: the given URL takes it.
                 Err(e) if e.is_connect() => {
                     self.set_leader(None);
+                    if let Ok(mut r) = self.inner.refused.lock() {
+                        *r = Some((leader, std::time::Instant::now()));
+                    }
                     self.send_to(&self.inner.base, &req).await?
                 }
                 Err(e) => {
@@ -259,8 +271,12 @@ impl Client {
         };
         if self.inner.follow_leader {
             let named = resp.headers().get(LEADER_HEADER).and_then(|v| v.to_str().ok());
-            if let Some(addr) = named.filter(|a| a.parse::<std::net::SocketAddr>().is_ok()) {
-                self.set_leader(Some(format!("http://{addr}")));
+            let usable = |a: &&str| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified());
+            if let Some(url) = named.filter(usable).map(|addr| format!("http://{addr}")) {
+                let refused = self.inner.refused.lock().ok().and_then(|r| r.clone());
+                if !refused.is_some_and(|(at, when)| at == url && when.elapsed() < REFUSED_FOR) {
+                    self.set_leader(Some(url));
+                }
             }
         }
         let status = resp.status();

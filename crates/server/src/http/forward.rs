@@ -90,7 +90,10 @@ async fn route(node: &Node, mut req: Request, mut next: Next) -> Response {
 
 /// Names the group's leader on an answer (see [`LEADER_HEADER`]).
 fn hint_leader(node: &Node, headers: &mut HeaderMap) {
-    if let Some(addr) = node.leader_addr().and_then(|a| HeaderValue::from_str(&a).ok()) {
+    // A node listening on 0.0.0.0 without --raft-addr has no address to name.
+    let named =
+        node.leader_addr().filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()));
+    if let Some(addr) = named.and_then(|a| HeaderValue::from_str(&a).ok()) {
         headers.insert(LEADER_HEADER, addr);
     }
     headers.insert(GROUP_HEADER, HeaderValue::from(node.group));
