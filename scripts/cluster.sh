@@ -11,6 +11,9 @@
 #   REGINA_HTTP_BASE   first HTTP port (default 6632: nodes on 6632, 6633, 6634)
 #   REGINA_RAFT_BASE   first Raft port (default 7632)
 #   REGINA_BIN         the binary (default target/release/regina, built if missing)
+#   REGINA_RAFT_GROUPS, REGINA_TENANCY, REGINA_TENANT_GROUPS
+#                      read by every node (e.g. REGINA_RAFT_GROUPS=6 REGINA_TENANCY=on:
+#                      six groups, leadership spread two per node a few seconds after start)
 #
 # Any node answers every route: point a client at any of the three URLs.
 set -euo pipefail
@@ -64,6 +67,6 @@ case "$cmd" in
     done
     ;;
   *)
-    sed -n '2,16p' "$0"; exit 2
+    sed -n '2,18p' "$0"; exit 2
     ;;
 esac

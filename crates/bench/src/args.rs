@@ -4,7 +4,8 @@ pub const USAGE: &str =
     "usage: regina-bench <push|consume|e2e|kv|partitions|scale|fill|wait-ready|txn|timers|jobs> [--url U] \
 [--seconds S] [--producers P] [--consumers C] [--groups G] [--batch B] [--payload BYTES] \
 [--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P] \
-[--steps N,N,...] [--pops N] [--pending N] [--workers W] [--tag KEY=VALUE]...
+[--steps N,N,...] [--pops N] [--pending N] [--workers W] [--tenants N] [--follow-leader on|off] \
+[--tag KEY=VALUE]...
        regina-bench chart --input RESULTS.json [--out DIR]";
 
 #[derive(Debug, Clone)]
@@ -42,6 +43,11 @@ pub struct Args {
     pub pending: u64,
     /// Workers `jobs` runs, each claiming and completing one job at a time.
     pub workers: usize,
+    /// Tenants `push` spreads its batches over (0: the default tenant).
+    pub tenants: usize,
+    /// Whether `push` sends a tenant's next batch to the leader the broker
+    /// named.
+    pub follow_leader: bool,
     /// `key=value` pairs copied into the report as string fields, so a
     /// script can mark how the broker was run (e.g. `fsync=off`) without
     /// the scenarios knowing about it.
@@ -109,6 +115,8 @@ impl Args {
             pops: 2000,
             pending: 1000,
             workers: 16,
+            tenants: 0,
+            follow_leader: false,
             tags: Vec::new(),
         };
         let mut it = args.into_iter();
@@ -137,6 +145,14 @@ impl Args {
                 "--pops" => a.pops = num(&v)?.max(1.0) as usize,
                 "--pending" => a.pending = parse_count("--pending", &v)?,
                 "--workers" => a.workers = num(&v)?.max(1.0) as usize,
+                "--tenants" => a.tenants = num(&v)? as usize,
+                "--follow-leader" => {
+                    a.follow_leader = match v.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(format!("--follow-leader: {v:?} is neither on nor off")),
+                    }
+                }
                 "--tag" => a.tags.push(parse_tag(&v)?),
                 other => return Err(format!("unknown flag {other}")),
             }

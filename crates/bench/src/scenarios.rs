@@ -52,26 +52,52 @@ fn batch_body(a: &Args, producer: usize, seq: &mut u64, payload: &str) -> String
 }
 
 /// Closed-loop push: each producer sends its next batch when the last one
-/// is answered.
+/// is answered. With `--tenants N`, each batch acts for one of N tenants
+/// (`x-queen-tenant`, round robin per producer), so the load spreads over
+/// the broker's Raft groups; with several `--url`s (comma list), producer
+/// `p` starts at the `p % n`th; with `--follow-leader on`, each producer
+/// sends a tenant's next batch to the leader the last answer named
+/// (`x-regina-leader`), as the Rust SDK does.
 pub async fn push(a: &Args) -> Result<Value, String> {
     let http = client();
     let payload = "x".repeat(a.payload.saturating_sub(10));
     let sent = Arc::new(AtomicU64::new(0));
+    let forwarded = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
     let started = Instant::now();
+    let urls: Vec<String> = a.url.split(',').map(|u| u.trim().trim_end_matches('/').to_string()).collect();
     let mut tasks = Vec::new();
     for p in 0..a.producers {
-        let (http, a, payload, sent) = (http.clone(), a.clone(), payload.clone(), sent.clone());
+        let (http, a, payload, sent, forwarded) =
+            (http.clone(), a.clone(), payload.clone(), sent.clone(), forwarded.clone());
+        let base = urls[p % urls.len()].clone();
         tasks.push(tokio::spawn(async move {
             let mut samples = Samples::default();
             let mut seq = 0u64;
-            let url = format!("{}/api/v1/push", a.url);
+            let mut leaders: std::collections::HashMap<String, String> = Default::default();
+            let mut round = 0usize;
             while Instant::now() < deadline {
                 let body = batch_body(&a, p, &mut seq, &payload);
+                let tenant = (a.tenants > 0).then(|| format!("t{}", (p * 7 + round) % a.tenants));
+                round += 1;
+                let key = tenant.clone().unwrap_or_default();
+                let to = leaders.get(&key).cloned().unwrap_or_else(|| base.clone());
+                let mut req = http.post(format!("{to}/api/v1/push")).header("content-type", "application/json");
+                if let Some(t) = &tenant {
+                    req = req.header("x-queen-tenant", t);
+                }
                 let t = Instant::now();
-                let resp = http.post(&url).header("content-type", "application/json").body(body).send().await;
-                match resp {
+                match req.body(body).send().await {
                     Ok(r) if r.status().is_success() => {
+                        let leader = r.headers().get("x-regina-leader").and_then(|v| v.to_str().ok());
+                        if let Some(leader) = leader.map(|l| format!("http://{l}")) {
+                            if leader != to {
+                                forwarded.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if a.follow_leader {
+                                leaders.insert(key, leader);
+                            }
+                        }
                         let _ = r.bytes().await;
                         samples.record(t.elapsed().as_micros() as u64);
                         sent.fetch_add(a.batch as u64, Ordering::Relaxed);
@@ -92,10 +118,13 @@ pub async fn push(a: &Args) -> Result<Value, String> {
     Ok(json!({
         "scenario": "push",
         "producers": a.producers, "batch": a.batch, "payloadBytes": a.payload, "partitions": a.partitions,
+        "tenants": a.tenants, "urls": urls.len(), "followLeader": a.follow_leader,
         "seconds": secs,
         "messages": msgs,
         "messagesPerSecond": msgs as f64 / secs,
         "requests": all.len(),
+        // Requests answered by a node that forwarded them to the leader.
+        "forwardedRequests": forwarded.load(Ordering::Relaxed),
         "latencyMs": all.report(),
     }))
 }

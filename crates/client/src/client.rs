@@ -121,11 +121,25 @@ impl From<serde_json::Error> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The header a node answers with naming the Raft address (`HOST:PORT`)
+/// of the leader of the request's group; that address serves every route.
+pub const LEADER_HEADER: &str = "x-regina-leader";
+/// The header naming the tenant a request acts for.
+pub const TENANT_HEADER: &str = "x-queen-tenant";
+
 /// A handle on one broker. Cloning is cheap and clones share connections.
 ///
 /// Calls are sent once: nothing is retried behind the caller's back, so a
 /// caller that retries decides what is safe to send again (pushes carry a
 /// transaction id the broker deduplicates; steps are refused when sent twice).
+/// The one exception is a call sent to the leader the broker named
+/// ([`LEADER_HEADER`]) that could not connect there: nothing was sent, and it
+/// goes to the URL the client was made with instead.
+///
+/// In a cluster any node answers every call (a follower forwards it to the
+/// leader of the call's group). Each answer names that leader, and an
+/// `http://` client sends its next calls straight there, saving the
+/// forwarding hop; [`Client::follow_leader`] turns that off.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -134,7 +148,18 @@ pub struct Client {
 struct Inner {
     base: String,
     http: reqwest::Client,
+    /// The tenant every call acts for (`None`: the default tenant).
+    tenant: Option<String>,
+    follow_leader: bool,
+    /// `http://HOST:PORT` of the leader the last answer named.
+    leader: std::sync::Mutex<Option<String>>,
+    /// A named leader that refused the connection, and when: not followed
+    /// again for [`REFUSED_FOR`].
+    refused: std::sync::Mutex<Option<(String, std::time::Instant)>>,
 }
+
+/// How long a named leader that could not be reached is not followed.
+const REFUSED_FOR: Duration = Duration::from_secs(30);
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -155,12 +180,54 @@ impl Client {
             .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
         // A trailing slash would double the one every path starts with.
         let base = url.trim_end_matches('/').to_string();
-        Ok(Client { inner: Arc::new(Inner { base, http }) })
+        let follow_leader = base.starts_with("http://");
+        let inner =
+            Inner { base, http, tenant: None, follow_leader, leader: Default::default(), refused: Default::default() };
+        Ok(Client { inner: Arc::new(inner) })
     }
 
     /// The broker's base URL, without a trailing slash.
     pub fn url(&self) -> &str {
         &self.inner.base
+    }
+
+    /// A client whose calls act for `tenant` (the `x-queen-tenant` header),
+    /// sharing this one's connections. Tenants live in different Raft
+    /// groups with their own leaders, so it keeps its own leader hint.
+    pub fn with_tenant(&self, tenant: impl Into<String>) -> Client {
+        let tenant = Some(tenant.into()).filter(|t| !t.is_empty());
+        self.rebuilt(tenant, self.inner.follow_leader)
+    }
+
+    /// Whether calls go straight to the leader the broker names (on by
+    /// default for `http://` URLs; the leader's Raft address must then be
+    /// reachable from the client). Off: every call goes to the URL given.
+    pub fn follow_leader(&self, on: bool) -> Client {
+        self.rebuilt(self.inner.tenant.clone(), on && self.inner.base.starts_with("http://"))
+    }
+
+    /// Where the next call goes when it is not the given URL: the leader
+    /// the last answer named.
+    pub fn leader_hint(&self) -> Option<String> {
+        self.inner.leader.lock().map(|l| l.clone()).unwrap_or(None)
+    }
+
+    fn rebuilt(&self, tenant: Option<String>, follow_leader: bool) -> Client {
+        let inner = Inner {
+            base: self.inner.base.clone(),
+            http: self.inner.http.clone(),
+            tenant,
+            follow_leader,
+            leader: Default::default(),
+            refused: Default::default(),
+        };
+        Client { inner: Arc::new(inner) }
+    }
+
+    fn set_leader(&self, leader: Option<String>) {
+        if let Ok(mut l) = self.inner.leader.lock() {
+            *l = leader;
+        }
     }
 
     /// `GET /health`: true when the node serves and has a leader.
@@ -183,18 +250,35 @@ impl Client {
     /// routes whose non-2xx answers carry facts beyond the error envelope
     /// (a refused jobs call names the operation that lost).
     pub(crate) async fn exchange(&self, req: Request<'_>) -> Result<(StatusCode, Value)> {
-        let url = format!("{}{}", self.inner.base, req.path);
-        let mut b = self.inner.http.request(req.method, url);
-        if !req.query.is_empty() {
-            b = b.query(&req.query);
+        let hinted = if self.inner.follow_leader { self.leader_hint() } else { None };
+        let resp = match hinted {
+            Some(leader) => match self.send_to(&leader, &req).await {
+                Ok(resp) => resp,
+                // Nothing reached the named leader: the given URL takes it.
+                Err(e) if e.is_connect() => {
+                    self.set_leader(None);
+                    if let Ok(mut r) = self.inner.refused.lock() {
+                        *r = Some((leader, std::time::Instant::now()));
+                    }
+                    self.send_to(&self.inner.base, &req).await?
+                }
+                Err(e) => {
+                    self.set_leader(None);
+                    return Err(e.into());
+                }
+            },
+            None => self.send_to(&self.inner.base, &req).await?,
+        };
+        if self.inner.follow_leader {
+            let named = resp.headers().get(LEADER_HEADER).and_then(|v| v.to_str().ok());
+            let usable = |a: &&str| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified());
+            if let Some(url) = named.filter(usable).map(|addr| format!("http://{addr}")) {
+                let refused = self.inner.refused.lock().ok().and_then(|r| r.clone());
+                if !refused.is_some_and(|(at, when)| at == url && when.elapsed() < REFUSED_FOR) {
+                    self.set_leader(Some(url));
+                }
+            }
         }
-        if let Some(body) = req.body {
-            b = b.json(body);
-        }
-        if let Some(t) = req.timeout {
-            b = b.timeout(t);
-        }
-        let resp = b.send().await?;
         let status = resp.status();
         let bytes = resp.bytes().await?;
         let body: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -207,6 +291,23 @@ impl Client {
             }
         };
         Ok((status, body))
+    }
+
+    async fn send_to(&self, base: &str, req: &Request<'_>) -> reqwest::Result<reqwest::Response> {
+        let mut b = self.inner.http.request(req.method.clone(), format!("{base}{}", req.path));
+        if let Some(t) = &self.inner.tenant {
+            b = b.header(TENANT_HEADER, t);
+        }
+        if !req.query.is_empty() {
+            b = b.query(&req.query);
+        }
+        if let Some(body) = req.body {
+            b = b.json(body);
+        }
+        if let Some(t) = req.timeout {
+            b = b.timeout(t);
+        }
+        b.send().await
     }
 
     pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value> {

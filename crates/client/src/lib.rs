@@ -128,7 +128,7 @@ mod step;
 mod timers;
 
 pub use ack::{Ack, AckResult, AckStatus};
-pub use client::{Client, Error, Result};
+pub use client::{Client, Error, Result, LEADER_HEADER, TENANT_HEADER};
 pub use handle::LockHandle;
 pub use job_answers::{
     Claim, Job, JobCounts, JobLease, JobPage, JobRefusal, JobRenewal, JobState, JobStats, JobToken, JobWrite,

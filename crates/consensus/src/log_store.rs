@@ -59,6 +59,13 @@ impl LogStore {
         self.shared.wal.bytes_written()
     }
 
+    /// Entries and record bytes this group appended since the WAL was
+    /// opened.
+    pub fn appended(&self) -> (u64, u64) {
+        let [entries, bytes] = &self.this().appended;
+        (entries.load(std::sync::atomic::Ordering::Relaxed), bytes.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Why the shared WAL refuses writes, if it does.
     pub fn poisoned(&self) -> Option<String> {
         self.shared.wal.poisoned()
@@ -174,6 +181,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 idx.push(e.log_id, None, Some((e, bytes)));
             }
         }
+        let [entries, bytes] = &self.this().appended;
+        entries.fetch_add(ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        bytes.fetch_add(records.iter().map(|r| r.len() as u64).sum(), std::sync::atomic::Ordering::Relaxed);
         self.shared.wal.append(
             records,
             Box::new(move |res| match res {

@@ -32,6 +32,9 @@ pub(crate) struct Group {
     pub index: Arc<Mutex<LogIndex>>,
     pub meta_file: MetaFile,
     pub meta: Mutex<Meta>,
+    /// Entries and record bytes appended for this group since the WAL was
+    /// opened (the group's write load; only ever rise).
+    pub appended: [std::sync::atomic::AtomicU64; 2],
 }
 
 pub(crate) struct SharedWal {
@@ -86,6 +89,7 @@ impl SharedWal {
                 index: Arc::new(Mutex::new(index)),
                 meta_file,
                 meta: Mutex::new(meta),
+                appended: Default::default(),
             })
             .collect();
         Ok(SharedWal { wal, groups })

@@ -5,6 +5,9 @@
 //!   commit and applied indexes), asked at its Raft address.
 //! - `add --id N --addr HOST:PORT`: adds a running node as a voter.
 //! - `remove --id N`: removes a member.
+//! - `leader --group G --id N`: pins group G's preferred leader to node N
+//!   (the balancer hands the group there); `leader --group G --unpin`
+//!   drops the pin.
 //!
 //! Any node's URL will do: the request is forwarded to the leader.
 
@@ -17,8 +20,8 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:6632";
 /// Runs a `cluster` subcommand; `Err` carries the message for the user.
 pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), String> {
     let mut url = env("REGINA_URL").unwrap_or_else(|| DEFAULT_URL.to_string());
-    let (mut id, mut addr) = (None::<u64>, None::<String>);
-    let command = args.first().ok_or("regina cluster: say status, add or remove")?;
+    let (mut id, mut addr, mut group, mut unpin) = (None::<u64>, None::<String>, None::<u16>, false);
+    let command = args.first().ok_or("regina cluster: say status, add, remove or leader")?;
     let mut rest = args[1..].iter();
     while let Some(a) = rest.next() {
         let mut value = || rest.next().cloned().ok_or(format!("{a} needs a value"));
@@ -26,6 +29,8 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
             "--url" => url = value()?,
             "--id" => id = Some(value()?.parse().map_err(|_| "--id: not a node id".to_string())?),
             "--addr" => addr = Some(value()?),
+            "--group" => group = Some(value()?.parse().map_err(|_| "--group: not a group number".to_string())?),
+            "--unpin" => unpin = true,
             other => return Err(format!("regina cluster: unknown argument {other}")),
         }
     }
@@ -50,7 +55,24 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
                 print_members(&answer["cluster"]);
                 Ok(())
             }
-            other => Err(format!("regina cluster: unknown command {other}; say status, add or remove")),
+            "leader" => {
+                let group = group.ok_or("leader needs --group")?;
+                let path = format!("{url}/api/v1/cluster/groups/{group}/leader");
+                let answer = match (unpin, id) {
+                    (true, None) => send(client.delete(path)).await?,
+                    (false, Some(id)) => send(client.put(path).json(&json!({ "node": id }))).await?,
+                    _ => return Err("leader needs either --id N or --unpin".into()),
+                };
+                let g = &answer["group"];
+                println!(
+                    "group {group}: preferred leader node {}, pinned {}, led by node {}",
+                    text(&g["preferredLeader"]),
+                    text(&g["pinnedLeader"]),
+                    text(&g["leader"])
+                );
+                Ok(())
+            }
+            other => Err(format!("regina cluster: unknown command {other}; say status, add, remove or leader")),
         }
     })
 }
@@ -101,17 +123,29 @@ async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
 fn print_members(view: &Value) {
     println!("leader: node {} (term {})", text(&view["leader"]), text(&view["term"]));
     if let Some(groups) = view["groups"].as_array() {
-        println!("{:>5}  {:>6} {:<10} {:>6} {:>10} {:>10}", "group", "leader", "role", "term", "commit", "applied");
+        println!(
+            "{:>5}  {:>6} {:>9} {:<10} {:>6} {:>10} {:>10} {:>9} {:>11} {:>7}",
+            "group", "leader", "preferred", "role", "term", "commit", "applied", "entries/s", "bytes/s", "tenants"
+        );
         for g in groups {
+            let pinned = if g["pinnedLeader"].is_null() { "" } else { "*" };
             println!(
-                "{:>5}  {:>6} {:<10} {:>6} {:>10} {:>10}",
+                "{:>5}  {:>6} {:>9} {:<10} {:>6} {:>10} {:>10} {:>9.0} {:>11.0} {:>7}",
                 text(&g["group"]),
                 text(&g["leader"]),
+                format!("{}{pinned}", text(&g["preferredLeader"])),
                 g["role"].as_str().unwrap_or("?"),
                 text(&g["term"]),
                 text(&g["commitIndex"]),
-                text(&g["appliedIndex"])
+                text(&g["appliedIndex"]),
+                g["load"]["entriesPerSec"].as_f64().unwrap_or(0.0),
+                g["load"]["bytesPerSec"].as_f64().unwrap_or(0.0),
+                text(&g["tenantCount"])
             );
+        }
+        if let Some(per) = view["leadersPerNode"].as_object() {
+            let spread: Vec<String> = per.iter().map(|(id, n)| format!("node {id}: {n}")).collect();
+            println!("groups led: {} (* = pinned preferred leader)", spread.join(", "));
         }
     }
     println!("{:>4}  {:<22} {:<8} {:>10} {:>6}", "id", "addr", "kind", "matched", "lag");

@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 
 use crate::node::{Node, ProposeError};
 
+/// Tenants a group's view names at most (it counts them all).
+pub const TENANTS_LISTED: usize = regina_types::limits::TENANTS_LISTED_MAX;
+
 /// Who leads this node's group, as far as it knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Leader {
@@ -40,27 +43,69 @@ impl Node {
         self.groups.get().map(|g| g.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default()
     }
 
-    /// One line per group (role, leader, term, indexes), for the operator
-    /// views of a node with more than one group.
+    /// One line per group (role, leader and its address, preferred
+    /// leader, term, indexes, write load while this node leads it, the
+    /// tenants it holds), for the operator views of a node with more than
+    /// one group.
     pub async fn groups_view(&self) -> Option<Value> {
         let groups = self.all_groups();
         if groups.len() < 2 {
             return None;
         }
+        let pins = crate::balance::pins(&groups[0]);
         let mut rows = Vec::with_capacity(groups.len());
         for g in groups {
-            let m = g.raft.metrics().borrow().clone();
-            let committed = g.raft.with_raft_state(|st| st.committed).await.ok().flatten();
-            rows.push(json!({
-                "group": g.group,
-                "role": role_name(m.state),
-                "leader": m.current_leader,
-                "term": m.current_term,
-                "commitIndex": committed.map(|l| l.index),
-                "appliedIndex": m.last_applied.map(|l| l.index),
-            }));
+            rows.push(g.group_row(&pins).await);
         }
         Some(Value::Array(rows))
+    }
+
+    /// This group's line in [`Node::groups_view`].
+    pub async fn group_row(&self, pins: &BTreeMap<u16, u64>) -> Value {
+        let m = self.raft.metrics().borrow().clone();
+        let committed = self.raft.with_raft_state(|st| st.committed).await.ok().flatten();
+        let membership = m.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        let pin = pins.get(&self.group).copied();
+        let leader_addr = m.current_leader.and_then(|l| membership.get_node(&l)).map(|n| n.addr.clone());
+        let (tenants, tenant_count) = self.tenants_held();
+        json!({
+            "group": self.group,
+            "role": role_name(m.state),
+            "leader": m.current_leader,
+            "leaderAddr": leader_addr,
+            "preferredLeader": crate::balance::preferred(self.group, &voters, pin),
+            "pinnedLeader": pin,
+            "term": m.current_term,
+            "commitIndex": committed.map(|l| l.index),
+            "appliedIndex": m.last_applied.map(|l| l.index),
+            "load": self.load.rates(),
+            "tenantCount": tenant_count,
+            "tenants": tenants,
+            "pinnedTenants": self.pinned_tenants,
+        })
+    }
+
+    /// The named tenants with data in this group (the first
+    /// [`TENANTS_LISTED`] in name order) and how many there are.
+    pub fn tenants_held(&self) -> (Vec<String>, usize) {
+        let machine = self.shared.machine.read();
+        let named = machine.state.tenants.keys().filter(|t| !t.starts_with('@'));
+        let count = named.clone().count();
+        (named.take(TENANTS_LISTED).cloned().collect(), count)
+    }
+
+    /// Groups led per voter, as this node sees it (every voter listed).
+    pub fn leaders_per_node(&self) -> BTreeMap<u64, usize> {
+        let groups = self.all_groups();
+        let mut counts: BTreeMap<u64, usize> =
+            self.raft.metrics().borrow().membership_config.membership().voter_ids().map(|v| (v, 0)).collect();
+        for g in &groups {
+            if let Some(l) = g.raft.metrics().borrow().current_leader {
+                *counts.entry(l).or_default() += 1;
+            }
+        }
+        counts
     }
 
     pub fn is_leader(&self) -> bool {
@@ -86,6 +131,15 @@ impl Node {
             },
             None => Leader::Unknown,
         }
+    }
+
+    /// The Raft address of the group's leader (this node's own when it
+    /// leads), as far as this node knows.
+    pub fn leader_addr(&self) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let leader = m.current_leader?;
+        m.membership_config.membership().get_node(&leader).map(|n| n.addr.clone())
     }
 
     /// The leader once one is known, waiting up to `within` for an
@@ -203,8 +257,11 @@ impl Node {
             .collect();
         let leader_addr = m.current_leader.and_then(|l| membership.get_node(&l)).map(|n| n.addr.clone());
         let groups = self.groups_view().await;
+        let leaders: BTreeMap<String, usize> =
+            self.leaders_per_node().into_iter().map(|(id, n)| (id.to_string(), n)).collect();
         json!({
             "groups": groups,
+            "leadersPerNode": leaders,
             "nodeId": self.id,
             "role": role_name(m.state),
             "leader": m.current_leader,

@@ -29,6 +29,8 @@ pub struct Config {
     pub tenancy: bool,
     /// Raft groups on this node; tenants are spread over them.
     pub raft_groups: u16,
+    /// Tenants placed in a named group instead of the hashed one.
+    pub tenant_groups: std::collections::BTreeMap<String, u16>,
 }
 
 impl Default for Config {
@@ -44,6 +46,7 @@ impl Default for Config {
             peers: Vec::new(),
             tenancy: false,
             raft_groups: 1,
+            tenant_groups: Default::default(),
         }
     }
 }
@@ -83,14 +86,24 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    default 1); each tenant lives in one, all share one WAL.
                    Fixed when the data directory is created; every node of
                    a cluster must use the same count.
+  --tenant-groups TENANT=GROUP,...
+                   place these tenants in the named group instead of the one
+                   their name hashes to (env REGINA_TENANT_GROUPS, or Queen's
+                   QUEEN_TENANT_GROUPS). The same on every node; a tenant
+                   does not move with its data, so pin it before it writes
+                   (a start that would hide a tenant's data is refused).
   --help           show this text
 
 usage: regina cluster status [--url URL]
        regina cluster add --id N --addr HOST:PORT [--url URL]
        regina cluster remove --id N [--url URL]
+       regina cluster leader --group G --id N [--url URL]
+       regina cluster leader --group G --unpin [--url URL]
 
   the cluster's members and their state; add a voter (it must be running,
-  started with the same --node-id and --raft-addr); remove a member.
+  started with the same --node-id and --raft-addr); remove a member; pin
+  group G's preferred leader to node N (the balancer moves it there and
+  keeps it there while N is up), or drop the pin.
   --url defaults to http://127.0.0.1:6632 (env REGINA_URL).
 ";
 
@@ -129,6 +142,11 @@ impl Config {
         if let Some(v) = env("REGINA_RAFT_GROUPS") {
             c.raft_groups = parse_groups(&v)?;
         }
+        for var in ["QUEEN_TENANT_GROUPS", "REGINA_TENANT_GROUPS"] {
+            if let Some(v) = env(var) {
+                c.tenant_groups = parse_tenant_groups(&v)?;
+            }
+        }
         if let Some(v) = env("REGINA_PEERS") {
             c.peers = parse_peers(&v)?;
         }
@@ -150,9 +168,17 @@ impl Config {
                 "--peers" => c.peers = parse_peers(&value()?)?,
                 "--tenancy" => c.tenancy = parse_switch("--tenancy", &value()?)?,
                 "--raft-groups" => c.raft_groups = parse_groups(&value()?)?,
+                "--tenant-groups" => c.tenant_groups = parse_tenant_groups(&value()?)?,
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
+        }
+        if let Some((t, g)) = c.tenant_groups.iter().find(|(_, g)| **g >= c.raft_groups) {
+            return Err(format!(
+                "--tenant-groups: {t}={g}, but there are {} Raft groups (0 to {})",
+                c.raft_groups,
+                c.raft_groups - 1
+            ));
         }
         if !c.peers.is_empty() && !c.peers.iter().any(|(id, _)| *id == c.node_id) {
             return Err(format!("--peers must list this node (--node-id {})", c.node_id));
@@ -167,6 +193,28 @@ fn parse_groups(v: &str) -> Result<u16, String> {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("--raft-groups: {v:?} is not a count from 1 to {max}")),
     }
+}
+
+/// `acme=3,globex=0`: Queen's `QUEEN_TENANT_GROUPS` form; each tenant once.
+pub fn parse_tenant_groups(v: &str) -> Result<std::collections::BTreeMap<String, u16>, String> {
+    let mut pins = std::collections::BTreeMap::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (tenant, group) = part.split_once('=').ok_or(format!("--tenant-groups: {part:?} is not TENANT=GROUP"))?;
+        let tenant = match crate::tenant::parse(Some(tenant.trim().as_bytes())) {
+            Ok(Some(t)) => t,
+            _ => return Err(format!("--tenant-groups: {tenant:?} is not a tenant name")),
+        };
+        let group: u16 = group
+            .trim()
+            .parse()
+            .ok()
+            .filter(|g| *g < regina_types::limits::RAFT_GROUPS_MAX)
+            .ok_or(format!("--tenant-groups: {group:?} is not a group number"))?;
+        if pins.insert(tenant.clone(), group).is_some() {
+            return Err(format!("--tenant-groups: tenant {tenant} is listed twice"));
+        }
+    }
+    Ok(pins)
 }
 
 fn parse_node_id(v: &str) -> Result<u64, String> {
@@ -255,6 +303,13 @@ mod tests {
         assert!(parse(&["--raft-groups", "65"], &[]).is_err());
         assert!(parse(&[], &[("REGINA_RAFT_GROUPS", "0")]).is_err());
         assert!(parse(&["--peers", "1=127.0.0.1:1,1=127.0.0.1:2"], &[]).is_err(), "duplicate id");
+        let c = parse(&["--raft-groups", "4"], &[("QUEEN_TENANT_GROUPS", "acme=3, globex=0")]).unwrap().unwrap();
+        assert_eq!(c.tenant_groups.get("acme"), Some(&3));
+        assert_eq!(c.tenant_groups.len(), 2);
+        assert!(parse(&["--raft-groups", "4", "--tenant-groups", "acme=4"], &[]).is_err(), "no group 4");
+        assert!(parse(&["--raft-groups", "4", "--tenant-groups", "a/b=1"], &[]).is_err(), "bad name");
+        assert!(parse(&["--raft-groups", "4", "--tenant-groups", "a=1,a=2"], &[]).is_err(), "twice");
+        assert!(parse(&["--raft-groups", "4", "--tenant-groups", "a"], &[]).is_err(), "no group");
         assert!(parse(&["--peers", "1=nowhere"], &[]).is_err());
         let e = parse(&["--node-id", "4", "--peers", "1=127.0.0.1:1"], &[]).unwrap_err();
         assert!(e.contains("must list this node"), "{e}");

@@ -6,7 +6,10 @@
 //! coalesce. Every group has the same members.
 //!
 //! A tenant lives in exactly one group: the default tenant in group 0, a
-//! named tenant in `crc32c(name) % groups`. The count is fixed when the
+//! named tenant in the group the operator placed it in (`--tenant-groups`,
+//! Queen's `QUEEN_TENANT_GROUPS`), else in `crc32c(name) % groups`. A
+//! tenant does not move with its data, so a start whose placement would
+//! hide a tenant's data in another group is refused. The count is fixed when the
 //! data directory is created (it decides where every tenant's data is), so
 //! a later start with another count is refused.
 //!
@@ -15,6 +18,7 @@
 //! for Raft messages between nodes, by the tenant for client routes. `/api/v1/cluster...` and `/health` are group
 //! 0's (they report on every group).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -51,6 +55,7 @@ pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> 
         let dir = if g == 0 { data_dir.to_path_buf() } else { data_dir.join("groups").join(g.to_string()) };
         nodes.push(Node::open_group(&dir, g as u16, log, sealer.clone(), http_addr.clone(), options).await?);
     }
+    check_placement(&nodes, &options.tenant_groups)?;
     let weak: Vec<_> = nodes.iter().map(Arc::downgrade).collect();
     for n in &nodes {
         let _ = n.groups.set(weak.clone());
@@ -88,7 +93,24 @@ fn check_group_count(data_dir: &Path, groups: u16) -> Result<(), String> {
     }
 }
 
-/// The group holding `tenant` among `groups`.
+/// A pinned tenant must not have data in another group, which it would no
+/// longer see.
+fn check_placement(nodes: &[Arc<Node>], pins: &BTreeMap<String, u16>) -> Result<(), String> {
+    for (tenant, group) in pins {
+        for n in nodes.iter().filter(|n| n.group != *group) {
+            if n.shared.machine.read().state.tenant(tenant).is_some() {
+                return Err(format!(
+                    "--tenant-groups places {tenant} in group {group}, but its data is in group {}; \
+                     a tenant does not move with its data",
+                    n.group
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The group holding `tenant` among `groups` by hash.
 pub fn group_of(tenant: Option<&str>, groups: u16) -> u16 {
     match tenant {
         None => 0,
@@ -96,8 +118,24 @@ pub fn group_of(tenant: Option<&str>, groups: u16) -> u16 {
     }
 }
 
+/// Where tenants live: the operator's placements, else the hash.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    pub groups: u16,
+    pub pins: BTreeMap<String, u16>,
+}
+
+impl Placement {
+    pub fn group_of(&self, tenant: Option<&str>) -> u16 {
+        match tenant.and_then(|t| self.pins.get(t)) {
+            Some(g) => *g,
+            None => group_of(tenant, self.groups),
+        }
+    }
+}
+
 /// Routes each request to its group's router.
-pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, mut req: Request) -> Response {
+pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Placement, mut req: Request) -> Response {
     let groups = routers.len() as u16;
     let path = req.uri().path();
     let internal = path == "/health" || path.starts_with("/internal/");
@@ -125,7 +163,26 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, mut req: Request
     } else if internal || path.starts_with("/api/v1/cluster") {
         0
     } else {
-        group_of(tenant.as_deref(), groups)
+        let group = placement.group_of(tenant.as_deref());
+        // A request another node forwarded names the group it placed it
+        // in; nodes placing tenants differently would split a tenant.
+        let placed = req.headers().get(crate::http::forward::GROUP_HEADER).and_then(|v| v.to_str().ok());
+        if req.headers().contains_key(crate::http::forward::FORWARDED_HEADER)
+            && placed.is_some_and(|p| p != group.to_string())
+        {
+            let why = format!(
+                "the forwarding node placed this request in group {}, this node in group {group}: \
+                 every node must run with the same --raft-groups and --tenant-groups",
+                placed.unwrap_or("?")
+            );
+            return crate::http::ApiError {
+                status: axum::http::StatusCode::CONFLICT,
+                code: "placement_differs",
+                message: why,
+            }
+            .into_response();
+        }
+        group
     };
     req.extensions_mut().insert(crate::tenant::RequestTenant(tenant));
     match routers[group as usize].clone().oneshot(req).await {

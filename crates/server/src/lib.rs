@@ -9,6 +9,7 @@
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
+pub mod balance;
 pub mod cli;
 pub mod cluster;
 pub mod config;
@@ -59,13 +60,15 @@ pub async fn serve_with_raft(
         node.spawn_background();
         node.spawn_timer_driver();
     }
+    balance::spawn(nodes.clone());
     let node = nodes[0].clone();
     tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());
     let tenancy = options.tenancy;
+    let placement = Arc::new(groups::Placement { groups: options.raft_groups, pins: options.tenant_groups.clone() });
     let dispatch = tower::service_fn(move |req: axum::extract::Request| {
-        let routers = routers.clone();
-        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, req).await) }
+        let (routers, placement) = (routers.clone(), placement.clone());
+        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, &placement, req).await) }
     });
     let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(dispatch);
     if let Some(raft_listener) = raft_listener {

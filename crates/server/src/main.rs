@@ -47,6 +47,7 @@ fn main() {
             peers: config.peers.clone(),
             tenancy: config.tenancy,
             raft_groups: config.raft_groups,
+            tenant_groups: config.tenant_groups.clone(),
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });

@@ -52,6 +52,9 @@ pub struct NodeOptions {
     pub tenancy: bool,
     /// Raft groups this node runs (see `crate::groups`).
     pub raft_groups: u16,
+    /// Tenants the operator placed in a given group instead of the hashed
+    /// one (Queen's `QUEEN_TENANT_GROUPS`); the same on every node.
+    pub tenant_groups: BTreeMap<String, u16>,
 }
 
 impl Default for NodeOptions {
@@ -64,6 +67,7 @@ impl Default for NodeOptions {
             peers: Vec::new(),
             tenancy: false,
             raft_groups: 1,
+            tenant_groups: BTreeMap::new(),
         }
     }
 }
@@ -91,6 +95,12 @@ pub struct Node {
     pub groups: std::sync::OnceLock<Vec<std::sync::Weak<Node>>>,
     /// Carries requests a follower forwards to the leader.
     pub forwarder: reqwest::Client,
+    /// A hand-over of this group's leadership in progress (`crate::balance`).
+    pub handoff: crate::balance::Handoff,
+    /// The group's write load while this node leads it.
+    pub load: crate::balance::LoadMeter,
+    /// Tenants the operator placed in this group (`--tenant-groups`).
+    pub pinned_tenants: Vec<String>,
 }
 
 impl Node {
@@ -161,6 +171,14 @@ impl Node {
             group,
             groups: std::sync::OnceLock::new(),
             forwarder,
+            handoff: Default::default(),
+            load: Default::default(),
+            pinned_tenants: options
+                .tenant_groups
+                .iter()
+                .filter(|(_, g)| **g == group)
+                .map(|(t, _)| t.clone())
+                .collect(),
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;
@@ -209,6 +227,20 @@ impl Node {
             None => command,
         };
         self.proposer.propose(command).await
+    }
+
+    /// Keeps new entries out of the log until the hold is dropped, once
+    /// every entry in flight is answered (a leadership hand-over).
+    pub async fn hold_proposals(&self) -> Option<crate::proposer::Hold> {
+        self.proposer.hold().await
+    }
+
+    /// The group's load counters so far: log entries and their bytes as
+    /// this replica appended them (every replica sees the same), and the
+    /// requests this node proposed while it led.
+    pub fn written(&self) -> [u64; 3] {
+        let (entries, bytes) = self.log.appended();
+        [entries, self.proposer.load.commands.load(std::sync::atomic::Ordering::Relaxed), bytes]
     }
 
     /// The applied state of the request's tenant (an empty state for a

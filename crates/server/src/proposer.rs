@@ -65,14 +65,38 @@ struct Proposal {
 
 pub struct Proposer {
     tx: mpsc::UnboundedSender<Proposal>,
+    slots: Arc<Semaphore>,
+    /// What this node's proposals wrote (the group's load while it leads).
+    pub load: Arc<Written>,
+}
+
+/// Counts the requests a leader proposed. Only ever rises.
+#[derive(Default)]
+pub struct Written {
+    pub commands: AtomicU64,
+}
+
+/// While held, nothing new reaches the log: requests wait in the proposer
+/// and go out once the hold is dropped (see `crate::balance`).
+pub struct Hold {
+    _slots: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Proposer {
     /// Starts the batching task; it ends when the proposer is dropped.
     pub fn start(raft: Raft, log: LogStore, clock: Arc<LeaderClock>) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(batch_loop(rx, raft, log, clock));
-        Proposer { tx }
+        let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let load = Arc::new(Written::default());
+        tokio::spawn(batch_loop(rx, raft, log, clock, slots.clone(), load.clone()));
+        Proposer { tx, slots, load }
+    }
+
+    /// Waits until every entry in flight is answered and keeps new ones
+    /// from being proposed until the hold is dropped.
+    pub async fn hold(&self) -> Option<Hold> {
+        let permits = self.slots.clone().acquire_many_owned(MAX_IN_FLIGHT as u32).await.ok()?;
+        Some(Hold { _slots: permits })
     }
 
     /// Appends a command to the log and answers once it is durable and
@@ -89,13 +113,20 @@ impl Proposer {
     }
 }
 
-async fn batch_loop(mut rx: mpsc::UnboundedReceiver<Proposal>, raft: Raft, log: LogStore, clock: Arc<LeaderClock>) {
-    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+async fn batch_loop(
+    mut rx: mpsc::UnboundedReceiver<Proposal>,
+    raft: Raft,
+    log: LogStore,
+    clock: Arc<LeaderClock>,
+    slots: Arc<Semaphore>,
+    load: Arc<Written>,
+) {
     loop {
-        // Wait for a free slot first: everything that arrives meanwhile
-        // joins the next entry.
-        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        // Wait for a request, then for a free slot: everything that arrives
+        // meanwhile joins the next entry. (A slot is not taken while idle,
+        // so a hold can take them all.)
         let Some(first) = rx.recv().await else { return };
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
         let mut bytes = first.command.approx_bytes();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
@@ -104,6 +135,7 @@ async fn batch_loop(mut rx: mpsc::UnboundedReceiver<Proposal>, raft: Raft, log: 
             batch.push(next);
         }
         let (raft, log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
+        load.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
         tokio::spawn(async move {
             answer(batch, &raft, &log, now_ms).await;
             drop(slot);

@@ -143,6 +143,7 @@ impl World {
             wal_crashes: self.stats.wal_crashes,
             truncations: self.ctx.truncations.load(std::sync::atomic::Ordering::Relaxed),
             elections: self.stats.elections,
+            moves: self.stats.moves,
             snapshots: net.snapshots,
             applied_index,
             applications: self.ctx.history.lock().applications,

@@ -11,7 +11,10 @@
 //! - change the weather: message loss, delays, slow outliers, for a while,
 //! - take a snapshot on a node (the log behind it is purged, so a lagging
 //!   follower must install one),
-//! - restart a crashed node early.
+//! - restart a crashed node early,
+//! - move the leadership: a follower that holds the leader's whole log
+//!   campaigns while the leader is alive, as the server's balancer makes
+//!   one do (`regina_server::balance`), with client writes in flight.
 //!
 //! Crashed nodes come back after a seeded number of steps; at most one
 //! node is down at a time, now and then two (the cluster then stalls,
@@ -63,6 +66,7 @@ impl World {
                 }
             }
             85..=649 => self.client_request(),
+            650..=669 => self.move_leader().await,
             _ => {}
         }
         Ok(())
@@ -191,6 +195,33 @@ impl World {
             "weather: {}‰ lost, delays to {} ms, {}‰ slow, {}‰ twice, until step {until}",
             w.drop_per_mille, w.delay_max_ms, w.spike_per_mille, w.duplicate_per_mille
         ));
+    }
+
+    /// A targeted election: a caught-up follower campaigns while the leader
+    /// lives. The leader, whose own lease has run out, grants the vote of a
+    /// candidate with its whole log and steps down.
+    async fn move_leader(&mut self) {
+        let Some((leader, _)) = self.leader() else { return };
+        let Some(m) = self.node(leader).running.as_ref().map(|r| r.raft.metrics().borrow().clone()) else { return };
+        let last = m.last_log_index.unwrap_or(0);
+        let caught_up: Vec<NodeId> = self
+            .up()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .filter(|id| {
+                m.replication.as_ref().and_then(|r| r.get(id).cloned()).flatten().is_some_and(|l| l.index >= last)
+            })
+            .collect();
+        if caught_up.is_empty() {
+            self.note(format!("leader move skipped: no follower holds n{leader}'s log to {last}"));
+            return;
+        }
+        let target = *self.rng.pick(&caught_up);
+        let Some(raft) = self.node(target).running.as_ref().map(|r| r.raft.clone()) else { return };
+        let _ = raft.trigger().elect().await;
+        self.ctx.net.hear(target);
+        self.stats.moves += 1;
+        self.note(format!("leader move: n{target} (holding the log to {last}) campaigns to take over from n{leader}"));
     }
 
     async fn snapshot(&mut self) {

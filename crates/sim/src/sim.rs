@@ -66,6 +66,8 @@ pub struct Report {
     /// Conflicting log tails dropped.
     pub truncations: u64,
     pub elections: u64,
+    /// Leader moves: a caught-up follower campaigned while the leader lived.
+    pub moves: u64,
     pub snapshots: u64,
     pub applied_index: u64,
     pub applications: u64,
@@ -81,7 +83,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "seed {}: {} steps, {} ms virtual, {} acked / {} unknown, {} crashes ({} in a WAL write, {} unsynced \
-             bytes lost), {} truncations, {} elections, {} snapshots sent, log at {}, {} messages ({} lost, {} twice), \
+             bytes lost), {} truncations, {} elections ({} leader moves), {} snapshots sent, log at {}, {} messages ({} lost, {} twice), \
              jobs: {} claims ({} resent), {} renews, {} completes, {} fails, {} releases, {} lease lost, digest {:016x}",
             self.seed,
             self.steps,
@@ -93,6 +95,7 @@ impl fmt::Display for Report {
             self.lost_unsynced_bytes,
             self.truncations,
             self.elections,
+            self.moves,
             self.snapshots,
             self.applied_index,
             self.net.sent,

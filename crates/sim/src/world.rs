@@ -73,6 +73,8 @@ pub struct Stats {
     pub lost_bytes: u64,
     pub wal_crashes: u64,
     pub elections: u64,
+    /// Leader moves (targeted elections of a caught-up follower).
+    pub moves: u64,
 }
 
 fn raft_config() -> Result<Arc<Config>, String> {

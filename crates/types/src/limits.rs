@@ -252,3 +252,18 @@ pub const STREAM_CLAIM_LEASE_SECONDS_MAX: u64 = 600;
 /// Partitions one page of `state/partitions` lists when it names no `limit`,
 /// and at most (larger limits are clamped).
 pub const STREAM_PARTITIONS_PAGE_MAX: usize = 1_000;
+
+// Leadership balancing.
+
+/// How long a node leads a group before it may hand it over: longer than
+/// openraft's leader lease (1 s), so the old leader grants the target's
+/// vote, in milliseconds.
+pub const LEAD_SETTLE_MS: u64 = 1_500;
+/// How long a request waits at the route layer while its group is handed
+/// over, in milliseconds.
+pub const HANDOFF_WAIT_MS_MAX: u64 = 6_000;
+/// Entries a move's target may lag before the move starts (it then waits
+/// for the rest).
+pub const CATCH_UP_LAG_ENTRIES_MAX: u64 = 256;
+/// Tenant names a group's view lists (all are counted).
+pub const TENANTS_LISTED_MAX: usize = 100;

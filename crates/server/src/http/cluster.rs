@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
@@ -19,6 +19,8 @@ use super::error::ApiError;
 use crate::cluster::{Leader, MembershipError};
 use crate::node::{Node, ProposeError};
 use regina_consensus::network::group_path;
+use regina_state::command::{KvCmd, KvOp};
+use regina_state::Command;
 
 /// The group-local route a group's leader makes a membership change on.
 pub const MEMBERS_PATH: &str = "/internal/raft/members";
@@ -29,6 +31,96 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/api/v1/cluster/members", post(add))
         .route("/api/v1/cluster/members/{id}", delete(remove))
         .route("/api/v1/cluster/snapshot", post(snapshot))
+        .route("/api/v1/cluster/groups", get(groups))
+        .route("/api/v1/cluster/groups/{group}/leader", put(pin_leader).delete(unpin_leader))
+}
+
+/// `GET /api/v1/cluster/groups`: every group's leader, preferred leader,
+/// load and tenants, and the groups each node leads.
+async fn groups(State(node): State<Arc<Node>>) -> Response {
+    let groups = node.all_groups();
+    let pins = crate::balance::pins(&groups[0]);
+    let mut rows = Vec::with_capacity(groups.len());
+    for g in &groups {
+        rows.push(g.group_row(&pins).await);
+    }
+    let leaders: std::collections::BTreeMap<String, usize> =
+        node.leaders_per_node().into_iter().map(|(id, n)| (id.to_string(), n)).collect();
+    Json(json!({ "groups": rows, "leadersPerNode": leaders })).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PinLeader {
+    node: u64,
+}
+
+/// `PUT /api/v1/cluster/groups/{group}/leader` `{"node": N}`: the group's
+/// preferred leader is node N from now on; the balancer hands the group
+/// there while N is up.
+async fn pin_leader(State(node): State<Arc<Node>>, Path(group): Path<String>, body: Bytes) -> Response {
+    let group = match group_number(&node, &group) {
+        Ok(g) => g,
+        Err(e) => return e.into_response(),
+    };
+    let req: PinLeader = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return ApiError::bad_body(format!("expected {{\"node\": N}}: {e}")).into_response(),
+    };
+    let voter = node.raft.metrics().borrow().membership_config.membership().voter_ids().any(|v| v == req.node);
+    if !voter {
+        return ApiError::bad_request(format!("node {} is not a voter", req.node)).into_response();
+    }
+    let op = KvOp::Put {
+        ns: crate::balance::PIN_NAMESPACE.into(),
+        key: group.to_string(),
+        value: req.node.to_string().into_bytes(),
+        ttl_seconds: None,
+        expect: None,
+        required: false,
+    };
+    write_pin(&node, group, op).await
+}
+
+/// `DELETE /api/v1/cluster/groups/{group}/leader`: back to the default
+/// preferred leader.
+async fn unpin_leader(State(node): State<Arc<Node>>, Path(group): Path<String>) -> Response {
+    let group = match group_number(&node, &group) {
+        Ok(g) => g,
+        Err(e) => return e.into_response(),
+    };
+    let op = KvOp::Delete {
+        ns: crate::balance::PIN_NAMESPACE.into(),
+        key: group.to_string(),
+        expect: None,
+        required: false,
+    };
+    write_pin(&node, group, op).await
+}
+
+fn group_number(node: &Node, group: &str) -> Result<u16, ApiError> {
+    let count = node.all_groups().len();
+    match group.parse::<u16>() {
+        Ok(g) if (g as usize) < count => Ok(g),
+        _ => {
+            Err(ApiError::not_found("no_such_group", format!("no Raft group {group:?}; groups are 0 to {}", count - 1)))
+        }
+    }
+}
+
+/// Pins live in group 0's reserved tenant (this route runs on group 0's
+/// leader), outside the request's own tenant.
+async fn write_pin(node: &Node, group: u16, op: KvOp) -> Response {
+    let command = Command::ForTenant {
+        tenant: crate::balance::PIN_TENANT.into(),
+        command: Box::new(Command::Kv(KvCmd { ops: vec![op] })),
+    };
+    if let Err(e) = crate::tenant::scope(None, node.propose(command)).await {
+        return ApiError::from(e).into_response();
+    }
+    let groups = node.all_groups();
+    let pins = crate::balance::pins(&groups[0]);
+    Json(json!({ "ok": true, "group": groups[group as usize].group_row(&pins).await })).into_response()
 }
 
 /// Takes a snapshot on the leader now and purges its log behind it, so a

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -31,6 +31,16 @@ use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 /// Set on a request one node forwards to another: the sender's node id.
 pub const FORWARDED_HEADER: &str = "x-regina-forwarded-by";
+/// Set on a forwarded request that reached a leader while it handed its
+/// group over, and that it forwards once more to the new leader; such a
+/// request is never forwarded again.
+pub const HANDED_OVER_HEADER: &str = "x-regina-handed-over";
+/// On every answer of a client route: the Raft address (`HOST:PORT`, which
+/// serves every route) of the node leading the request's group, as the
+/// answering node knows it. Clients may send their next request there.
+pub const LEADER_HEADER: &str = "x-regina-leader";
+/// On every answer of a client route: the request's Raft group.
+pub const GROUP_HEADER: &str = "x-regina-group";
 /// How long a request waits for a leader to be elected.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// Forwarding attempts when the leader cannot be reached (each waits for
@@ -45,31 +55,62 @@ pub async fn route_to_leader(State(node): State<Arc<Node>>, req: Request, next: 
     if path == "/health" || path.starts_with("/internal/") {
         return next.run(req).await;
     }
-    match node.wait_for_leader(LEADER_WAIT).await {
-        Leader::Me => serve_here(&node, req, next).await,
-        Leader::Other { .. } if req.headers().contains_key(FORWARDED_HEADER) => {
-            ApiError::from(ProposeError::NoLeader).into_response()
+    let mut resp = route(&node, req, next).await;
+    hint_leader(&node, resp.headers_mut());
+    resp
+}
+
+async fn route(node: &Node, mut req: Request, mut next: Next) -> Response {
+    let mut waited = false;
+    // A hand-over that starts between the leader check and the handler
+    // sends the request round again (at most a few times).
+    for _ in 0..3 {
+        // While the group's leadership is handed over, requests wait for
+        // the new leader instead of reaching the old one's handlers.
+        waited |= node.handoff.wait().await;
+        let forwarded = req.headers().contains_key(FORWARDED_HEADER);
+        let last_hop = forwarded && (!waited || req.headers().contains_key(HANDED_OVER_HEADER));
+        match node.wait_for_leader(LEADER_WAIT).await {
+            Leader::Me => match serve_here(node, req, next).await {
+                Ok(resp) => return resp,
+                Err((r, n)) => (req, next) = (r, n),
+            },
+            Leader::Other { .. } if last_hop => return ApiError::from(ProposeError::NoLeader).into_response(),
+            Leader::Other { .. } => match forward(node, req, forwarded).await {
+                Forwarded::Answer(resp) => return resp,
+                // The election that ended while the request waited made this
+                // node the leader.
+                Forwarded::Elected(r) => req = r,
+            },
+            Leader::Unknown => return ApiError::from(ProposeError::NoLeader).into_response(),
         }
-        Leader::Other { .. } => match forward(&node, req).await {
-            Forwarded::Answer(resp) => resp,
-            // The election that ended while the request waited made this
-            // node the leader.
-            Forwarded::Elected(req) => serve_here(&node, req, next).await,
-        },
-        Leader::Unknown => ApiError::from(ProposeError::NoLeader).into_response(),
     }
+    ApiError::from(ProposeError::NoLeader).into_response()
+}
+
+/// Names the group's leader on an answer (see [`LEADER_HEADER`]).
+fn hint_leader(node: &Node, headers: &mut HeaderMap) {
+    // A node listening on 0.0.0.0 without --raft-addr has no address to name.
+    let named =
+        node.leader_addr().filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()));
+    if let Some(addr) = named.and_then(|a| HeaderValue::from_str(&a).ok()) {
+        headers.insert(LEADER_HEADER, addr);
+    }
+    headers.insert(GROUP_HEADER, HeaderValue::from(node.group));
 }
 
 /// Serves a request on the leader: read index first where needed, then the
-/// handler as work of the request's tenant.
-async fn serve_here(node: &Node, req: Request, next: Next) -> Response {
+/// handler as work of the request's tenant. Hands the request back when a
+/// leadership hand-over has just begun.
+async fn serve_here(node: &Node, req: Request, next: Next) -> Result<Response, (Request, Next)> {
+    let Some(_serving) = node.handoff.serve() else { return Err((req, next)) };
     let tenant = req.extensions().get::<RequestTenant>().and_then(|t| t.0.clone());
     if needs_read_barrier(req.method(), req.uri().path()) {
         if let Err(e) = node.read_barrier().await {
-            return ApiError::from(e).into_response();
+            return Ok(ApiError::from(e).into_response());
         }
     }
-    crate::tenant::scope(tenant, next.run(req)).await
+    Ok(crate::tenant::scope(tenant, next.run(req)).await)
 }
 
 enum Forwarded {
@@ -87,7 +128,7 @@ fn needs_read_barrier(method: &Method, path: &str) -> bool {
     !always_logged && !path.starts_with("/api/v1/ephemeral/")
 }
 
-async fn forward(node: &Node, req: Request) -> Forwarded {
+async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
     let (parts, body) = req.into_parts();
     let body = match to_bytes(body, REQUEST_BODY_BYTES_MAX).await {
         Ok(b) => b,
@@ -102,10 +143,16 @@ async fn forward(node: &Node, req: Request) -> Forwarded {
         };
         let mut out = node.forwarder.request(parts.method.clone(), format!("http://{addr}{path_and_query}"));
         for (name, value) in &parts.headers {
-            if !is_hop_header(name) {
+            // This node sets its own forwarding headers.
+            let ours = [FORWARDED_HEADER, HANDED_OVER_HEADER, GROUP_HEADER].contains(&name.as_str());
+            if !is_hop_header(name) && !ours {
                 out = out.header(name, value);
             }
         }
+        if again {
+            out = out.header(HANDED_OVER_HEADER, "1");
+        }
+        out = out.header(GROUP_HEADER, node.group.to_string());
         out = out.header(FORWARDED_HEADER, node.id.to_string()).body(body.clone());
         match out.send().await {
             Ok(resp) => return Forwarded::Answer(relay(resp).await),

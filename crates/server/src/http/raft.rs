@@ -30,6 +30,7 @@ pub fn routes() -> Router<Arc<Node>> {
         .route(&format!("{SNAPSHOT_PATH}/{{snapshot_id}}/segment/{{segment}}"), post(stage_segment))
         .route(STATE_PATH, get(applied_state))
         .route(super::cluster::MEMBERS_PATH, post(change_members))
+        .route(crate::balance::CAMPAIGN_PATH, post(campaign))
         .layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX))
 }
 
@@ -57,6 +58,23 @@ async fn change_members(State(node): State<Arc<Node>>, body: Bytes) -> Response 
         Ok(()) => StatusCode::OK.into_response(),
         Err(crate::cluster::MembershipError::Invalid(why)) => refused(StatusCode::CONFLICT, why),
         Err(e) => refused(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+/// The target's side of a leadership hand-over (see `crate::balance`).
+async fn campaign(State(node): State<Arc<Node>>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Campaign {
+        last_log_index: u64,
+    }
+    let req: Campaign = match serde_json::from_slice(&body) {
+        Ok(c) => c,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("expected {{\"lastLogIndex\": N}}: {e}")),
+    };
+    match crate::balance::campaign(&node, req.last_log_index).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(why) => refused(StatusCode::CONFLICT, why),
     }
 }
 

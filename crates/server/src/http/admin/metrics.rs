@@ -37,6 +37,27 @@ struct Figures {
     term: u64,
     process: ProcessFigures,
     uptime: u64,
+    /// Every Raft group of the node: who leads it, its load, its tenants.
+    groups: Vec<GroupFigures>,
+}
+
+struct GroupFigures {
+    group: u16,
+    leader: Option<u64>,
+    load: crate::balance::Load,
+    tenants: Vec<String>,
+    tenant_count: usize,
+}
+
+fn group_figures(node: &Node) -> Vec<GroupFigures> {
+    node.all_groups()
+        .iter()
+        .map(|g| {
+            let (tenants, tenant_count) = g.tenants_held();
+            let leader = g.raft.metrics().borrow().current_leader;
+            GroupFigures { group: g.group, leader, load: g.load.rates(), tenants, tenant_count }
+        })
+        .collect()
 }
 
 fn gather(node: &Node) -> Figures {
@@ -63,6 +84,7 @@ fn gather(node: &Node) -> Figures {
         term: raft.current_term,
         process: ProcessFigures::read(),
         uptime: uptime_seconds(),
+        groups: group_figures(node),
     }
 }
 
@@ -105,6 +127,15 @@ pub async fn metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         "timers": { "pending": f.timers_pending, "failed": f.timers_failed },
         "jobs": { "pending": f.jobs.0, "leased": f.jobs.1, "finished": f.jobs.2 },
         "raft": { "appliedIndex": f.applied_index, "lastLogIndex": f.last_log_index, "term": f.term },
+        "groups": f.groups.iter().map(|g| json!({
+            "group": g.group,
+            "leader": g.leader,
+            "entriesPerSec": g.load.entries_per_sec,
+            "requestsPerSec": g.load.requests_per_sec,
+            "bytesPerSec": g.load.bytes_per_sec,
+            "tenantCount": g.tenant_count,
+            "tenants": g.tenants,
+        })).collect::<Vec<_>>(),
     }))
     .into_response()
 }
@@ -127,27 +158,43 @@ fn label(v: &str) -> String {
 
 fn render_text(f: &Figures) -> String {
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    };
-    let one = |v: u64| vec![(String::new(), v.to_string())];
+    store_metrics(&mut out, f);
+    group_metrics(&mut out, f);
+    process_metrics(&mut out, f);
+    out
+}
+
+/// Appends one metric in the Prometheus text format.
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
+/// One unlabelled sample.
+fn one(v: u64) -> Vec<(String, String)> {
+    vec![(String::new(), v.to_string())]
+}
+
+/// What the state holds: queues, messages, leases, timers, jobs, the log.
+fn store_metrics(out: &mut String, f: &Figures) {
     let opt = |v: Option<u64>| v.map_or_else(Vec::new, one);
     let per_queue = |get: fn(&QueueSummary) -> u64| -> Vec<(String, String)> {
         f.queues.iter().map(|q| (format!("{{queue=\"{}\"}}", label(&q.name)), get(q).to_string())).collect()
     };
-    metric("regina_queues", "gauge", "Queues that exist.", &one(f.queues.len() as u64));
+    metric(out, "regina_queues", "gauge", "Queues that exist.", &one(f.queues.len() as u64));
     metric(
+        out,
         "regina_partitions",
         "gauge",
         "Partitions across all queues.",
         &one(f.queues.iter().map(|q| q.partitions).sum()),
     );
-    metric("regina_messages", "gauge", "Messages kept across all queues.", &one(f.totals.total));
-    metric("regina_leases_active", "gauge", "Live leases (one per pop that claimed messages).", &one(f.leases));
+    metric(out, "regina_messages", "gauge", "Messages kept across all queues.", &one(f.totals.total));
+    metric(out, "regina_leases_active", "gauge", "Live leases (one per pop that claimed messages).", &one(f.leases));
     metric(
+        out,
         "regina_timers",
         "gauge",
         "Timers by state: pending (waiting to fire or to retry) and failed (every fire attempt refused).",
@@ -157,6 +204,7 @@ fn render_text(f: &Figures) -> String {
         ],
     );
     metric(
+        out,
         "regina_jobs",
         "gauge",
         "Jobs as stored: pending, leased (a lapsed lease counts until a claim or sweep settles it), finished.",
@@ -166,41 +214,102 @@ fn render_text(f: &Figures) -> String {
             ("{state=\"finished\"}".to_string(), f.jobs.2.to_string()),
         ],
     );
-    metric("regina_queue_messages", "gauge", "Messages kept, per queue.", &per_queue(|q| q.counts.total));
+    metric(out, "regina_queue_messages", "gauge", "Messages kept, per queue.", &per_queue(|q| q.counts.total));
     metric(
+        out,
         "regina_queue_pending",
         "gauge",
         "Messages the slowest group has not settled, per queue.",
         &per_queue(|q| q.depth),
     );
     metric(
+        out,
         "regina_queue_processing",
         "gauge",
         "Messages under a live lease, per queue.",
         &per_queue(|q| q.counts.processing),
     );
-    metric("regina_queue_dead_letters", "gauge", "Dead-letter rows, per queue.", &per_queue(|q| q.dlq_rows));
-    metric("regina_queue_retained_bytes", "gauge", "Body bytes of kept messages, per queue.", &per_queue(|q| q.bytes));
+    metric(out, "regina_queue_dead_letters", "gauge", "Dead-letter rows, per queue.", &per_queue(|q| q.dlq_rows));
     metric(
+        out,
+        "regina_queue_retained_bytes",
+        "gauge",
+        "Body bytes of kept messages, per queue.",
+        &per_queue(|q| q.bytes),
+    );
+    metric(
+        out,
         "regina_applied_entries_total",
         "counter",
         "Log entries applied to the state machine.",
         &one(f.applied_entries),
     );
-    metric("regina_raft_applied_index", "gauge", "Index of the last applied log entry.", &opt(f.applied_index));
-    metric("regina_raft_last_log_index", "gauge", "Index of the last log entry.", &opt(f.last_log_index));
-    metric("regina_raft_term", "gauge", "Current Raft term.", &one(f.term));
-    metric("regina_uptime_seconds", "gauge", "Seconds since this process started serving.", &one(f.uptime));
+    metric(out, "regina_raft_applied_index", "gauge", "Index of the last applied log entry.", &opt(f.applied_index));
+    metric(out, "regina_raft_last_log_index", "gauge", "Index of the last log entry.", &opt(f.last_log_index));
+    metric(out, "regina_raft_term", "gauge", "Current Raft term.", &one(f.term));
+}
+
+/// Each Raft group's leader, load and tenants.
+fn group_metrics(out: &mut String, f: &Figures) {
+    let per_group = |get: &dyn Fn(&GroupFigures) -> String| -> Vec<(String, String)> {
+        f.groups.iter().map(|g| (format!("{{group=\"{}\"}}", g.group), get(g))).collect()
+    };
+    metric(
+        out,
+        "regina_group_leader",
+        "gauge",
+        "Node id leading each Raft group, as this node knows it (0: none known).",
+        &per_group(&|g| g.leader.unwrap_or(0).to_string()),
+    );
+    metric(
+        out,
+        "regina_group_entries_per_second",
+        "gauge",
+        "Log entries appended per second, per Raft group.",
+        &per_group(&|g| format!("{:.1}", g.load.entries_per_sec)),
+    );
+    metric(
+        out,
+        "regina_group_bytes_per_second",
+        "gauge",
+        "Log bytes appended per second, per Raft group.",
+        &per_group(&|g| format!("{:.0}", g.load.bytes_per_sec)),
+    );
+    metric(
+        out,
+        "regina_group_requests_per_second",
+        "gauge",
+        "Requests this node proposed per second while leading, per Raft group.",
+        &per_group(&|g| format!("{:.1}", g.load.requests_per_sec)),
+    );
+    metric(
+        out,
+        "regina_group_tenants",
+        "gauge",
+        "Named tenants with data, per Raft group.",
+        &per_group(&|g| g.tenant_count.to_string()),
+    );
+    let tenants: Vec<(String, String)> = f
+        .groups
+        .iter()
+        .flat_map(|g| g.tenants.iter().map(move |t| (format!("{{tenant=\"{}\"}}", label(t)), g.group.to_string())))
+        .collect();
+    metric(out, "regina_tenant_group", "gauge", "The Raft group holding each named tenant.", &tenants);
+}
+
+/// The process: uptime, memory, CPU.
+fn process_metrics(out: &mut String, f: &Figures) {
+    metric(out, "regina_uptime_seconds", "gauge", "Seconds since this process started serving.", &one(f.uptime));
     if let Some(rss) = f.process.resident_bytes {
-        metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", &one(rss));
+        metric(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", &one(rss));
     }
     if let Some(cpu) = f.process.cpu_seconds() {
         metric(
+            out,
             "process_cpu_seconds_total",
             "counter",
             "User and system CPU time spent, seconds.",
             &[(String::new(), format!("{cpu}"))],
         );
     }
-    out
 }
