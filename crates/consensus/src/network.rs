@@ -53,6 +53,10 @@ pub fn group_path(group: u16, path: &str) -> String {
     }
 }
 
+/// The header every request between nodes carries: the cluster token, which
+/// the receiving node's Raft address checks before anything else.
+pub const CLUSTER_TOKEN_HEADER: &str = "x-regina-cluster-token";
+
 /// How long one snapshot part may take on the wire (a body segment is at
 /// most 64 MiB).
 const SNAPSHOT_PART_TIMEOUT: Duration = Duration::from_secs(120);
@@ -81,15 +85,33 @@ pub struct HttpNetwork {
 
 impl HttpNetwork {
     /// `shared` is this node's state machine: snapshots sent from here carry
-    /// its body segments.
-    pub fn new(shared: Arc<SharedState>, group: u16) -> HttpNetwork {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(1))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .expect("an HTTP client");
+    /// its body segments. `client` carries every message (it holds the
+    /// cluster token and, with TLS between nodes, the trusted roots): see
+    /// [`peer_client`].
+    pub fn new(shared: Arc<SharedState>, group: u16, client: reqwest::Client) -> HttpNetwork {
         HttpNetwork { client, shared, group }
     }
+}
+
+/// A client for requests to peers: every request carries `token` (when
+/// the cluster has one) in [`CLUSTER_TOKEN_HEADER`].
+pub fn peer_client(token: Option<&str>) -> Result<reqwest::Client, String> {
+    peer_client_builder(token)?.build().map_err(|e| format!("cannot build the peer client: {e}"))
+}
+
+/// [`peer_client`]'s builder, for callers that add TLS settings.
+pub fn peer_client_builder(token: Option<&str>) -> Result<reqwest::ClientBuilder, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        let mut value = reqwest::header::HeaderValue::from_str(token)
+            .map_err(|_| "the cluster token is not a valid header value".to_string())?;
+        value.set_sensitive(true);
+        headers.insert(CLUSTER_TOKEN_HEADER, value);
+    }
+    Ok(reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .pool_idle_timeout(Duration::from_secs(30))
+        .default_headers(headers))
 }
 
 pub struct HttpPeer {

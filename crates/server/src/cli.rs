@@ -2,7 +2,8 @@
 //!
 //! - `status`: the members as the leader sees them (voter or learner,
 //!   matched index, lag), then each member's own `/health` (role, term,
-//!   commit and applied indexes), asked at its Raft address.
+//!   commit and applied indexes), asked at its Raft address with the
+//!   cluster token (`REGINA_CLUSTER_TOKEN` or `REGINA_CLUSTER_TOKEN_FILE`).
 //! - `add --id N --addr HOST:PORT`: adds a running node as a voter.
 //! - `remove --id N`: removes a member.
 //!
@@ -30,11 +31,36 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
         }
     }
     let url = url.trim_end_matches('/').to_string();
+    let cluster_token = match (env("REGINA_CLUSTER_TOKEN_FILE"), env("REGINA_CLUSTER_TOKEN")) {
+        (Some(path), _) => Some(
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {path}: {e}"))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        ),
+        (None, token) => token,
+    };
+    let bearer = env("REGINA_TOKEN");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| e.to_string())?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = &bearer {
+            let value = format!("Bearer {token}").parse().map_err(|_| "REGINA_TOKEN is not a header value")?;
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .default_headers(headers)
+            .build()
+            .map_err(|e| e.to_string())?;
         match command.as_str() {
-            "status" => status(&client, &url).await,
+            "status" => {
+                let peers = regina_consensus::network::peer_client(cluster_token.as_deref())?;
+                status(&client, &peers, &url).await
+            }
             "add" => {
                 let (id, addr) = (id.ok_or("add needs --id")?, addr.ok_or("add needs --addr")?);
                 let body = json!({ "id": id, "addr": addr });
@@ -65,7 +91,7 @@ async fn send(req: reqwest::RequestBuilder) -> Result<Value, String> {
     Ok(body)
 }
 
-async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
+async fn status(client: &reqwest::Client, peers: &reqwest::Client, url: &str) -> Result<(), String> {
     let view = send(client.get(format!("{url}/api/v1/cluster"))).await?;
     print_members(&view);
     println!();
@@ -75,7 +101,7 @@ async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
     );
     for member in view["members"].as_array().into_iter().flatten() {
         let addr = member["addr"].as_str().unwrap_or("?");
-        let health = client.get(format!("http://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
+        let health = peers.get(format!("http://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
         let h = match health {
             Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
             Err(_) => Value::Null,

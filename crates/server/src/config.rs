@@ -29,6 +29,24 @@ pub struct Config {
     pub tenancy: bool,
     /// Raft groups on this node; tenants are spread over them.
     pub raft_groups: u16,
+    /// The token every request to this node's Raft address must carry, and
+    /// that it sends to its peers (`REGINA_CLUSTER_TOKEN`, or the first
+    /// line of `--cluster-token-file`).
+    pub cluster_token: Option<Secret>,
+    /// Lets a node serve a Raft address without a cluster token (local
+    /// trials only: anyone who reaches that address can then read the state
+    /// and vote).
+    pub insecure_cluster: bool,
+}
+
+/// A secret setting: compared and sent, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 impl Default for Config {
@@ -44,6 +62,8 @@ impl Default for Config {
             peers: Vec::new(),
             tenancy: false,
             raft_groups: 1,
+            cluster_token: None,
+            insecure_cluster: false,
         }
     }
 }
@@ -83,6 +103,15 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    default 1); each tenant lives in one, all share one WAL.
                    Fixed when the data directory is created; every node of
                    a cluster must use the same count.
+  --cluster-token-file FILE
+                   the secret every request between nodes carries, on the
+                   file's first line (env REGINA_CLUSTER_TOKEN_FILE, or the
+                   token itself in REGINA_CLUSTER_TOKEN), at least 16 bytes.
+                   Required when the node serves a Raft address of its own.
+  --insecure-cluster
+                   serve the Raft address without a cluster token (env
+                   REGINA_INSECURE_CLUSTER=on): anyone reaching it can read
+                   the whole state and vote. For local trials only.
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -91,7 +120,10 @@ usage: regina cluster status [--url URL]
 
   the cluster's members and their state; add a voter (it must be running,
   started with the same --node-id and --raft-addr); remove a member.
-  --url defaults to http://127.0.0.1:6632 (env REGINA_URL).
+  --url defaults to http://127.0.0.1:6632 (env REGINA_URL). REGINA_TOKEN is
+  sent as the bearer token when the node checks tokens; `status` asks each
+  member at its Raft address with REGINA_CLUSTER_TOKEN (or the first line of
+  REGINA_CLUSTER_TOKEN_FILE).
 ";
 
 impl Config {
@@ -132,6 +164,10 @@ impl Config {
         if let Some(v) = env("REGINA_PEERS") {
             c.peers = parse_peers(&v)?;
         }
+        let mut token_file = env("REGINA_CLUSTER_TOKEN_FILE").map(PathBuf::from);
+        if let Some(v) = env("REGINA_INSECURE_CLUSTER") {
+            c.insecure_cluster = parse_switch("--insecure-cluster", &v)?;
+        }
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let (flag, inline) = match a.split_once('=') {
@@ -150,6 +186,8 @@ impl Config {
                 "--peers" => c.peers = parse_peers(&value()?)?,
                 "--tenancy" => c.tenancy = parse_switch("--tenancy", &value()?)?,
                 "--raft-groups" => c.raft_groups = parse_groups(&value()?)?,
+                "--cluster-token-file" => token_file = Some(PathBuf::from(value()?)),
+                "--insecure-cluster" => c.insecure_cluster = true,
                 "--help" | "-h" => return Ok(None),
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
@@ -157,8 +195,55 @@ impl Config {
         if !c.peers.is_empty() && !c.peers.iter().any(|(id, _)| *id == c.node_id) {
             return Err(format!("--peers must list this node (--node-id {})", c.node_id));
         }
+        c.cluster_token = match (token_file, env("REGINA_CLUSTER_TOKEN")) {
+            (Some(path), _) => Some(read_token_file(&path)?),
+            (None, Some(v)) => Some(check_token(v.trim().to_string(), "REGINA_CLUSTER_TOKEN")?),
+            (None, None) => None,
+        };
+        c.check_internal_port()?;
         Ok(Some(c))
     }
+
+    /// The Raft address the node listens on apart from its HTTP port, if any:
+    /// the only place its internal routes are served.
+    pub fn internal_addr(&self) -> Option<SocketAddr> {
+        self.raft_addr.filter(|raft| *raft != SocketAddr::new(self.bind, self.port))
+    }
+
+    /// Raft messages, snapshots and state dumps are served only on a Raft
+    /// address of the node's own, and only to callers with the cluster token.
+    fn check_internal_port(&self) -> Result<(), String> {
+        if !self.peers.is_empty() && self.internal_addr().is_none() {
+            return Err("--peers needs --raft-addr on a port other than the HTTP port: \
+                        internal routes are never served on the client port"
+                .to_string());
+        }
+        if self.internal_addr().is_some() && self.cluster_token.is_none() && !self.insecure_cluster {
+            return Err("a node with a Raft address needs a cluster token (REGINA_CLUSTER_TOKEN or \
+                        --cluster-token-file); --insecure-cluster serves it without one, for local trials only"
+                .to_string());
+        }
+        Ok(())
+    }
+}
+
+/// The cluster token on the first line of `path`.
+fn read_token_file(path: &std::path::Path) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--cluster-token-file: cannot read {}: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    check_token(token, &format!("--cluster-token-file {}", path.display()))
+}
+
+fn check_token(token: String, source: &str) -> Result<Secret, String> {
+    let min = regina_types::limits::CLUSTER_TOKEN_BYTES_MIN;
+    if token.len() < min {
+        return Err(format!("{source}: the cluster token must be at least {min} bytes, not {}", token.len()));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("{source}: the cluster token may hold only printable ASCII without spaces"));
+    }
+    Ok(Secret(token))
 }
 
 fn parse_groups(v: &str) -> Result<u16, String> {
@@ -241,7 +326,7 @@ mod tests {
     #[test]
     fn cluster_settings() {
         let c = parse(
-            &["--node-id", "2", "--raft-addr", "127.0.0.1:7002"],
+            &["--node-id", "2", "--raft-addr", "127.0.0.1:7002", "--insecure-cluster"],
             &[("REGINA_PEERS", "1=127.0.0.1:7001, 2=127.0.0.1:7002,3=127.0.0.1:7003")],
         )
         .unwrap()
@@ -258,6 +343,35 @@ mod tests {
         assert!(parse(&["--peers", "1=nowhere"], &[]).is_err());
         let e = parse(&["--node-id", "4", "--peers", "1=127.0.0.1:1"], &[]).unwrap_err();
         assert!(e.contains("must list this node"), "{e}");
+    }
+
+    #[test]
+    fn internal_port_needs_its_own_address_and_a_token() {
+        let peers = "1=127.0.0.1:7001,2=127.0.0.1:7002";
+        let e = parse(&["--peers", peers], &[]).unwrap_err();
+        assert!(e.contains("--raft-addr on a port other"), "{e}");
+        let e = parse(&["--peers", peers, "--raft-addr", "127.0.0.1:6632"], &[]).unwrap_err();
+        assert!(e.contains("--raft-addr on a port other"), "{e}");
+        let e = parse(&["--peers", peers, "--raft-addr", "127.0.0.1:7001"], &[]).unwrap_err();
+        assert!(e.contains("needs a cluster token"), "{e}");
+        let c =
+            parse(&["--peers", peers, "--raft-addr", "127.0.0.1:7001", "--insecure-cluster"], &[]).unwrap().unwrap();
+        assert!(c.insecure_cluster && c.cluster_token.is_none());
+        let token = ("REGINA_CLUSTER_TOKEN", "0123456789abcdef");
+        let c = parse(&["--peers", peers, "--raft-addr", "127.0.0.1:7001"], &[token]).unwrap().unwrap();
+        assert_eq!(c.cluster_token, Some(Secret("0123456789abcdef".into())));
+        assert_eq!(format!("{:?}", c.cluster_token), "Some(Secret(..))", "never printed");
+        let e = parse(&[], &[("REGINA_CLUSTER_TOKEN", "short")]).unwrap_err();
+        assert!(e.contains("at least 16 bytes"), "{e}");
+        // A node alone on one port serves no internal routes and needs none.
+        assert!(parse(&[], &[]).unwrap().unwrap().internal_addr().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "fedcba9876543210fedcba\nignored\n").unwrap();
+        let c = parse(&["--raft-addr", "127.0.0.1:7001", "--cluster-token-file", file.to_str().unwrap()], &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.cluster_token, Some(Secret("fedcba9876543210fedcba".into())));
     }
 
     #[test]

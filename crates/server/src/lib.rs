@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod edge;
 pub mod ephemeral;
 pub mod groups;
 pub mod http;
@@ -41,8 +42,9 @@ pub async fn serve(
 }
 
 /// [`serve`], with a second listener on the node's Raft address when it
-/// differs from the HTTP one. Both serve every route: peers send Raft
-/// messages and forwarded client requests there.
+/// differs from the HTTP one. Peers send Raft messages and forwarded client
+/// requests there, with the cluster token; the HTTP listener never serves
+/// an internal route (see [`edge`]).
 pub async fn serve_with_raft(
     listener: TcpListener,
     raft_listener: Option<TcpListener>,
@@ -62,14 +64,26 @@ pub async fn serve_with_raft(
     let node = nodes[0].clone();
     tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());
-    let tenancy = options.tenancy;
-    let dispatch = tower::service_fn(move |req: axum::extract::Request| {
-        let routers = routers.clone();
-        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, req).await) }
+    let edge = Arc::new(edge::Edge { routers, tenancy: options.tenancy, cluster_token: options.cluster_token.clone() });
+    let client_edge = edge.clone();
+    let client = tower::service_fn(move |req: axum::extract::Request| {
+        let edge = client_edge.clone();
+        async move { Ok::<_, std::convert::Infallible>(edge.client(req).await) }
     });
-    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(dispatch);
+    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(client);
     if let Some(raft_listener) = raft_listener {
-        let raft_app = app.clone();
+        if edge.cluster_token.is_none() {
+            tracing::warn!(
+                "INSECURE: the Raft address {} serves without a cluster token (--insecure-cluster): \
+                 anyone who reaches it can read the whole state and vote",
+                raft_listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            );
+        }
+        let internal = tower::service_fn(move |req: axum::extract::Request| {
+            let edge = edge.clone();
+            async move { Ok::<_, std::convert::Infallible>(edge.internal(req).await) }
+        });
+        let raft_app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(internal);
         let stop = node.clone();
         tokio::spawn(async move {
             let served = axum::serve(raft_listener, tower::make::Shared::new(raft_app))

@@ -33,11 +33,11 @@ fn main() {
         let addr = std::net::SocketAddr::new(config.bind, config.port);
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let raft_listener = match config.raft_addr {
-            Some(raft) if raft != addr => {
+        let raft_listener = match config.internal_addr() {
+            Some(raft) => {
                 Some(tokio::net::TcpListener::bind(raft).await.map_err(|e| format!("cannot listen on {raft}: {e}"))?)
             }
-            _ => None,
+            None => None,
         };
         let options = regina_server::node::NodeOptions {
             encryption_key_file: config.encryption_key_file.clone(),
@@ -47,6 +47,8 @@ fn main() {
             peers: config.peers.clone(),
             tenancy: config.tenancy,
             raft_groups: config.raft_groups,
+            cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
+            internal_port: raft_listener.is_some(),
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });

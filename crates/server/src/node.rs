@@ -52,6 +52,12 @@ pub struct NodeOptions {
     pub tenancy: bool,
     /// Raft groups this node runs (see `crate::groups`).
     pub raft_groups: u16,
+    /// Sent with every request to a peer's Raft address, and required on
+    /// this node's own (see `crate::internal`).
+    pub cluster_token: Option<String>,
+    /// Whether this node listens on a Raft address apart from its HTTP
+    /// port: without one it serves no internal routes and cannot have peers.
+    pub internal_port: bool,
 }
 
 impl Default for NodeOptions {
@@ -64,6 +70,8 @@ impl Default for NodeOptions {
             peers: Vec::new(),
             tenancy: false,
             raft_groups: 1,
+            cluster_token: None,
+            internal_port: false,
         }
     }
 }
@@ -89,8 +97,12 @@ pub struct Node {
     pub group: u16,
     /// Every group of this node, this one included (set once all are open).
     pub groups: std::sync::OnceLock<Vec<std::sync::Weak<Node>>>,
-    /// Carries requests a follower forwards to the leader.
+    /// Carries requests a follower forwards to the leader (to its Raft
+    /// address, with the cluster token).
     pub forwarder: reqwest::Client,
+    /// Whether peers can reach this node's internal routes (see
+    /// [`NodeOptions::internal_port`]).
+    pub internal_port: bool,
 }
 
 impl Node {
@@ -121,7 +133,8 @@ impl Node {
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
         let id = options.node_id;
-        let network = HttpNetwork::new(shared.clone(), group);
+        let peers = regina_consensus::network::peer_client(options.cluster_token.as_deref())?;
+        let network = HttpNetwork::new(shared.clone(), group, peers);
         let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
         let raft_addr = options.raft_addr.clone().unwrap_or(http_addr);
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
@@ -143,10 +156,7 @@ impl Node {
         let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::default());
         let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone());
-        let forwarder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(1))
-            .build()
-            .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
+        let forwarder = regina_consensus::network::peer_client(options.cluster_token.as_deref())?;
         let node = Arc::new(Node {
             id,
             raft,
@@ -161,6 +171,7 @@ impl Node {
             group,
             groups: std::sync::OnceLock::new(),
             forwarder,
+            internal_port: options.internal_port,
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;

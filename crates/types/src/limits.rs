@@ -205,3 +205,5 @@ pub const EPHEMERAL_RETRY_AFTER_SECONDS: u64 = 1;
 /// Least time between two housekeeping passes over every ephemeral queue
 /// (lease lapses, TTL, idle collection), in milliseconds.
 pub const EPHEMERAL_SWEEP_INTERVAL_MS: u64 = 1_000;
+/// Shortest cluster token accepted, in bytes.
+pub const CLUSTER_TOKEN_BYTES_MIN: usize = 16;

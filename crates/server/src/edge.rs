@@ -1,0 +1,93 @@
+//! The node's two doors and what each lets through.
+//!
+//! - The **client port** (`--port`) serves the Queen API. It never serves an
+//!   internal route: `/internal/...` answers 404 there, whoever asks, and the
+//!   headers nodes use between themselves are dropped from every request it
+//!   receives.
+//! - The **Raft address** (`--raft-addr`, a port of its own) serves Raft
+//!   messages, snapshot transfer, state dumps and membership changes between
+//!   nodes, and the client requests a follower forwards to its leader. Every
+//!   request there must carry the cluster token
+//!   ([`CLUSTER_TOKEN_HEADER`]), compared in constant time; anything else is
+//!   refused with 401 before it is read. A node started with
+//!   `--insecure-cluster` skips that check (and says so at start).
+//!
+//! Both doors then hand the request to `groups::dispatch`.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+pub use regina_consensus::network::CLUSTER_TOKEN_HEADER;
+
+use crate::http::forward::FORWARDED_HEADER;
+
+/// What both doors share: the groups' routers and the node's settings.
+pub struct Edge {
+    pub routers: Arc<Vec<Router>>,
+    pub tenancy: bool,
+    /// `None` only with `--insecure-cluster` (or on a node without a Raft
+    /// address, which never calls [`Edge::internal`]).
+    pub cluster_token: Option<String>,
+}
+
+/// Whether `path` is one of the routes nodes use between themselves.
+pub fn is_internal(path: &str) -> bool {
+    path.starts_with("/internal/") || path == "/internal"
+}
+
+impl Edge {
+    /// A request on the client port.
+    pub async fn client(self: Arc<Self>, mut req: Request) -> Response {
+        if is_internal(req.uri().path()) {
+            let body = json!({ "code": "no_such_route", "error": "not found", "path": req.uri().path() });
+            return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+        }
+        // Only a peer may say a request was forwarded or carry the token on.
+        let headers = req.headers_mut();
+        headers.remove(FORWARDED_HEADER);
+        headers.remove(CLUSTER_TOKEN_HEADER);
+        crate::groups::dispatch(self.routers.clone(), self.tenancy, req).await
+    }
+
+    /// A request on the Raft address: nothing without the cluster token.
+    pub async fn internal(self: Arc<Self>, req: Request) -> Response {
+        if let Some(expected) = &self.cluster_token {
+            let given = req.headers().get(CLUSTER_TOKEN_HEADER).map(|v| v.as_bytes());
+            if !token_matches(expected.as_bytes(), given) {
+                let body = json!({ "code": "cluster_token_required", "error": "cluster token required" });
+                return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+            }
+        }
+        crate::groups::dispatch(self.routers.clone(), self.tenancy, req).await
+    }
+}
+
+/// Constant-time comparison (only the length can be told apart).
+pub fn token_matches(expected: &[u8], given: Option<&[u8]>) -> bool {
+    match given {
+        Some(given) => bool::from(expected.ct_eq(given)),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_only_exactly() {
+        assert!(token_matches(b"0123456789abcdef", Some(b"0123456789abcdef")));
+        assert!(!token_matches(b"0123456789abcdef", Some(b"0123456789abcdeF")));
+        assert!(!token_matches(b"0123456789abcdef", Some(b"0123456789abcde")));
+        assert!(!token_matches(b"0123456789abcdef", Some(b"")));
+        assert!(!token_matches(b"0123456789abcdef", None));
+        assert!(is_internal("/internal/state") && is_internal("/internal/g/0/raft/vote"));
+        assert!(!is_internal("/internals") && !is_internal("/api/v1/internal/x"));
+    }
+}
