@@ -37,6 +37,9 @@ pub struct Config {
     /// trials only: anyone who reaches that address can then read the state
     /// and vote).
     pub insecure_cluster: bool,
+    /// Bearer-token settings (`crate::auth::settings`), Queen's names
+    /// included.
+    pub auth: crate::auth::AuthSettings,
 }
 
 /// A secret setting: compared and sent, never printed.
@@ -64,6 +67,7 @@ impl Default for Config {
             raft_groups: 1,
             cluster_token: None,
             insecure_cluster: false,
+            auth: crate::auth::AuthSettings::default(),
         }
     }
 }
@@ -112,6 +116,18 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    serve the Raft address without a cluster token (env
                    REGINA_INSECURE_CLUSTER=on): anyone reaching it can read
                    the whole state and vote. For local trials only.
+  --jwt-enabled on|off
+                   require `Authorization: Bearer <token>` on every request but
+                   the skip paths (env REGINA_JWT_ENABLED or Queen's JWT_ENABLED,
+                   default off). Keys: JWT_SECRET (HMAC, environment only) or
+                   --jwt-secret-file, --jwt-public-key-file (PEM, RSA or
+                   Ed25519), --jwt-jwks-file. Checks: --jwt-algorithm,
+                   --jwt-issuer, --jwt-audience, --jwt-leeway SECONDS (30).
+                   Claims: --jwt-roles-claim (role), --jwt-roles-array-claim
+                   (roles), --jwt-tenant-claim (tenant), --jwt-tenants-claim
+                   (tenants). --jwt-skip-paths (default
+                   /health,/metrics/prometheus,/metrics,/). Each also as
+                   REGINA_JWT_* and Queen's JWT_*; see docs/security.md.
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -165,6 +181,7 @@ impl Config {
             c.peers = parse_peers(&v)?;
         }
         let mut token_file = env("REGINA_CLUSTER_TOKEN_FILE").map(PathBuf::from);
+        c.auth = crate::auth::AuthSettings::from_env(&env)?;
         if let Some(v) = env("REGINA_INSECURE_CLUSTER") {
             c.insecure_cluster = parse_switch("--insecure-cluster", &v)?;
         }
@@ -189,6 +206,10 @@ impl Config {
                 "--cluster-token-file" => token_file = Some(PathBuf::from(value()?)),
                 "--insecure-cluster" => c.insecure_cluster = true,
                 "--help" | "-h" => return Ok(None),
+                other if crate::auth::AuthSettings::flag(other).is_some() => {
+                    let setting = crate::auth::AuthSettings::flag(other).expect("just found");
+                    c.auth.set(setting, value()?);
+                }
                 other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             }
         }
@@ -201,6 +222,8 @@ impl Config {
             (None, None) => None,
         };
         c.check_internal_port()?;
+        // Keys and algorithms are checked now, so a mistake stops the start.
+        crate::auth::Auth::from_settings(&c.auth)?;
         Ok(Some(c))
     }
 

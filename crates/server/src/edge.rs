@@ -12,7 +12,11 @@
 //!   refused with 401 before it is read. A node started with
 //!   `--insecure-cluster` skips that check (and says so at start).
 //!
-//! Both doors then hand the request to `groups::dispatch`.
+//! With authentication on (`crate::auth`), both doors authenticate every
+//! client request before routing it (a skip path needs no token) and attach
+//! what they found as an `auth::Authn`; internal routes on the Raft address
+//! are authorized by the cluster token alone. Both doors then hand the
+//! request to `groups::dispatch`.
 
 use std::sync::Arc;
 
@@ -25,6 +29,7 @@ use subtle::ConstantTimeEq;
 
 pub use regina_consensus::network::CLUSTER_TOKEN_HEADER;
 
+use crate::auth::{Auth, Authn};
 use crate::http::forward::FORWARDED_HEADER;
 
 /// What both doors share: the groups' routers and the node's settings.
@@ -34,6 +39,8 @@ pub struct Edge {
     /// `None` only with `--insecure-cluster` (or on a node without a Raft
     /// address, which never calls [`Edge::internal`]).
     pub cluster_token: Option<String>,
+    /// Token checks; `None` when authentication is off.
+    pub auth: Option<Arc<Auth>>,
 }
 
 /// Whether `path` is one of the routes nodes use between themselves.
@@ -52,17 +59,39 @@ impl Edge {
         let headers = req.headers_mut();
         headers.remove(FORWARDED_HEADER);
         headers.remove(CLUSTER_TOKEN_HEADER);
+        if let Err(refused) = self.authenticate(&mut req) {
+            return refused;
+        }
         crate::groups::dispatch(self.routers.clone(), self.tenancy, req).await
     }
 
+    /// Attaches what the request's token says (nothing when auth is off).
+    fn authenticate(&self, req: &mut Request) -> Result<(), Response> {
+        let Some(auth) = &self.auth else { return Ok(()) };
+        let authn = if auth.skips(req.uri().path()) {
+            Authn::Skipped
+        } else {
+            Authn::Principal(auth.authenticate(req.headers()).map_err(IntoResponse::into_response)?)
+        };
+        req.extensions_mut().insert(authn);
+        Ok(())
+    }
+
     /// A request on the Raft address: nothing without the cluster token.
-    pub async fn internal(self: Arc<Self>, req: Request) -> Response {
+    /// A forwarded client request is then authenticated like on the client
+    /// port (its headers travel with it).
+    pub async fn internal(self: Arc<Self>, mut req: Request) -> Response {
         if let Some(expected) = &self.cluster_token {
             let given = req.headers().get(CLUSTER_TOKEN_HEADER).map(|v| v.as_bytes());
             if !token_matches(expected.as_bytes(), given) {
                 let body = json!({ "code": "cluster_token_required", "error": "cluster token required" });
                 return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
             }
+        }
+        if is_internal(req.uri().path()) {
+            req.extensions_mut().insert(Authn::Peer);
+        } else if let Err(refused) = self.authenticate(&mut req) {
+            return refused;
         }
         crate::groups::dispatch(self.routers.clone(), self.tenancy, req).await
     }

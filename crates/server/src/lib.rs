@@ -9,6 +9,7 @@
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
+pub mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod groups;
 pub mod http;
 pub mod ids;
 pub mod node;
+pub mod producer;
 pub mod proposer;
 pub mod sealing;
 pub mod tenant;
@@ -63,8 +65,13 @@ pub async fn serve_with_raft(
     }
     let node = nodes[0].clone();
     tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
-    let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());
-    let edge = Arc::new(edge::Edge { routers, tenancy: options.tenancy, cluster_token: options.cluster_token.clone() });
+    let auth = options.auth.clone();
+    let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone(), auth.is_some())).collect::<Vec<_>>());
+    if auth.is_some() {
+        tracing::info!("bearer tokens are required (JWT_ENABLED)");
+    }
+    let edge =
+        Arc::new(edge::Edge { routers, tenancy: options.tenancy, cluster_token: options.cluster_token.clone(), auth });
     let client_edge = edge.clone();
     let client = tower::service_fn(move |req: axum::extract::Request| {
         let edge = client_edge.clone();

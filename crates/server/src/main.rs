@@ -39,6 +39,10 @@ fn main() {
             }
             None => None,
         };
+        let auth = regina_server::auth::Auth::from_settings(&config.auth)?;
+        if let Some(auth) = auth.clone() {
+            tokio::spawn(reload_on_hangup(auth));
+        }
         let options = regina_server::node::NodeOptions {
             encryption_key_file: config.encryption_key_file.clone(),
             fsync: config.fsync,
@@ -49,12 +53,26 @@ fn main() {
             raft_groups: config.raft_groups,
             cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
             internal_port: raft_listener.is_some(),
+            auth,
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });
     if let Err(e) = result {
         eprintln!("regina: {e}");
         std::process::exit(1);
+    }
+}
+
+/// SIGHUP reads the API key file again; a bad file keeps the keys in force.
+async fn reload_on_hangup(auth: std::sync::Arc<regina_server::auth::Auth>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+    while hup.recv().await.is_some() {
+        match auth.reload_keys() {
+            Some(Ok(n)) => tracing::info!("SIGHUP: {n} API keys in force"),
+            Some(Err(e)) => tracing::error!("SIGHUP: the API key file was not reloaded, the previous keys stay: {e}"),
+            None => tracing::info!("SIGHUP: no API key file to reload"),
+        }
     }
 }
 

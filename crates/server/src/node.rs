@@ -58,6 +58,8 @@ pub struct NodeOptions {
     /// Whether this node listens on a Raft address apart from its HTTP
     /// port: without one it serves no internal routes and cannot have peers.
     pub internal_port: bool,
+    /// Bearer-token checks; `None`: authentication is off.
+    pub auth: Option<Arc<crate::auth::Auth>>,
 }
 
 impl Default for NodeOptions {
@@ -72,6 +74,7 @@ impl Default for NodeOptions {
             raft_groups: 1,
             cluster_token: None,
             internal_port: false,
+            auth: None,
         }
     }
 }

@@ -207,3 +207,6 @@ pub const EPHEMERAL_RETRY_AFTER_SECONDS: u64 = 1;
 pub const EPHEMERAL_SWEEP_INTERVAL_MS: u64 = 1_000;
 /// Shortest cluster token accepted, in bytes.
 pub const CLUSTER_TOKEN_BYTES_MIN: usize = 16;
+/// Longest token subject (`sub`) accepted and stamped as `producerSub`, in
+/// bytes; a token with a longer one is refused (401).
+pub const AUTH_SUBJECT_BYTES_MAX: usize = 1_024;

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -23,8 +23,8 @@ use regina_consensus::network::group_path;
 /// The group-local route a group's leader makes a membership change on.
 pub const MEMBERS_PATH: &str = "/internal/raft/members";
 
-pub fn routes() -> Router<Arc<Node>> {
-    Router::new()
+pub fn routes() -> super::Routes {
+    super::Routes::default()
         .route("/api/v1/cluster", get(view))
         .route("/api/v1/cluster/members", post(add))
         .route("/api/v1/cluster/members/{id}", delete(remove))

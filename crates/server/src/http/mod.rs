@@ -3,6 +3,7 @@
 mod ack;
 mod admin;
 mod binary;
+pub mod classes;
 pub mod cluster;
 mod dlq;
 mod ephemeral;
@@ -35,7 +36,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use serde_json::json;
 
@@ -44,8 +45,63 @@ use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 use crate::node::Node;
 
-pub fn router(node: Arc<Node>) -> Router {
-    Router::new()
+/// A router under construction that remembers the path of every route it
+/// is given, so that a test can walk them all against the class table
+/// ([`route_paths`]).
+pub struct Routes {
+    router: Router<Arc<Node>>,
+    paths: Vec<String>,
+}
+
+impl Default for Routes {
+    fn default() -> Self {
+        Routes { router: Router::new(), paths: Vec::new() }
+    }
+}
+
+impl Routes {
+    pub fn route(mut self, path: &str, method_router: MethodRouter<Arc<Node>>) -> Self {
+        self.router = self.router.route(path, method_router);
+        self.paths.push(path.to_string());
+        self
+    }
+
+    pub fn merge(mut self, other: Routes) -> Self {
+        self.router = self.router.merge(other.router);
+        self.paths.extend(other.paths);
+        self
+    }
+
+    /// Applies `f` (a layer) to every route added so far.
+    pub fn map(mut self, f: impl FnOnce(Router<Arc<Node>>) -> Router<Arc<Node>>) -> Self {
+        self.router = f(self.router);
+        self
+    }
+}
+
+/// Every route path the node's router serves, as registered.
+pub fn route_paths() -> Vec<String> {
+    let mut paths = routes().paths;
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// A Raft group's router. With `auth`, every route runs behind
+/// [`crate::auth::authorize`].
+pub fn router(node: Arc<Node>, auth: bool) -> Router {
+    let router = routes()
+        .router
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader));
+    // Outermost, so that a refused request is not forwarded first.
+    let router = if auth { router.layer(axum::middleware::from_fn(crate::auth::authorize)) } else { router };
+    router.with_state(node)
+}
+
+fn routes() -> Routes {
+    Routes::default()
         .route("/health", get(health::health))
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop", get(pop::pop_discovery))
@@ -87,13 +143,9 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/traces/{partition_id}/{transaction_id}", get(traces::for_message))
         .merge(admin::routes())
         .merge(cluster::routes())
-        .fallback(no_such_route)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())
-        .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader))
-        .with_state(node)
 }
 
 async fn no_such_route(uri: Uri) -> Response {

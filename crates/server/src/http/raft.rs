@@ -8,7 +8,6 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
 use openraft::Snapshot;
 use regina_consensus::network::{SnapshotTransfer, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use regina_storage::BodyStore;
@@ -25,15 +24,15 @@ pub const APPLIED_HEADER: &str = "x-regina-applied-index";
 /// batch's 8 MiB each, or one body segment of a snapshot.
 const RAFT_BODY_BYTES_MAX: usize = 640 << 20;
 
-pub fn routes() -> Router<Arc<Node>> {
-    Router::new()
+pub fn routes() -> super::Routes {
+    super::Routes::default()
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(&format!("{SNAPSHOT_PATH}/{{snapshot_id}}/segment/{{segment}}"), post(stage_segment))
         .route(STATE_PATH, get(applied_state))
         .route(super::cluster::MEMBERS_PATH, post(change_members))
-        .layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX))
+        .map(|r| r.layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX)))
 }
 
 async fn applied_state(State(node): State<Arc<Node>>) -> Response {
