@@ -2,8 +2,8 @@
 # Every check Regina has, in one command: the workspace's own tests (unit,
 # property, storage fault, openraft conformance, crash and HTTP tests against
 # real servers on 127.0.0.1), the official Queen MQ Rust client's suites
-# against a real Regina and through a follower of a three-node cluster, and a
-# scenario driven by the official Python client.
+# against a real Regina and through a follower of a three-node cluster, a
+# scenario driven by the official Python client, and that client's auth tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,3 +37,7 @@ QUEEN_TEST_URL="$(scripts/cluster.sh follower "$cluster_dir")" scripts/queen-sui
 scripts/cluster.sh stop "$cluster_dir"
 
 scripts/python-scenario.sh
+
+# The official Python client's auth tests, against a node without auth and
+# against one with JWT enabled: each of them runs, and passes, in one of the two.
+scripts/python-auth.sh
