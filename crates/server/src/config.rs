@@ -40,6 +40,13 @@ pub struct Config {
     /// Bearer-token settings (`crate::auth::settings`), Queen's names
     /// included.
     pub auth: crate::auth::AuthSettings,
+    /// Requests per second per caller (0: no limit) and the burst allowed.
+    pub rate_limit: u32,
+    pub rate_burst: Option<u32>,
+    /// Pops that may long-poll at once.
+    pub max_long_polls: usize,
+    /// Requests that may wait for a Raft group's proposer at once.
+    pub max_queued_proposals: usize,
 }
 
 /// A secret setting: compared and sent, never printed.
@@ -68,6 +75,10 @@ impl Default for Config {
             cluster_token: None,
             insecure_cluster: false,
             auth: crate::auth::AuthSettings::default(),
+            rate_limit: 0,
+            rate_burst: None,
+            max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
         }
     }
 }
@@ -128,6 +139,18 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    (tenants). --jwt-skip-paths (default
                    /health,/metrics/prometheus,/metrics,/). Each also as
                    REGINA_JWT_* and Queen's JWT_*; see docs/security.md.
+  --rate-limit N   requests per second each caller may send: its token's
+                   subject, else its tenant (env REGINA_RATE_LIMIT, default 0:
+                   no limit); past it 429 rate_limited with Retry-After
+  --rate-burst N   requests a caller may send at once (env REGINA_RATE_BURST,
+                   default: one second's worth)
+  --max-long-polls N
+                   pops that may wait at once (env REGINA_MAX_LONG_POLLS,
+                   default 10000); past it 429 overloaded
+  --max-queued-proposals N
+                   writes that may wait for a Raft group's log at once (env
+                   REGINA_MAX_QUEUED_PROPOSALS, default 65536); past it 429
+                   overloaded
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -182,6 +205,18 @@ impl Config {
         }
         let mut token_file = env("REGINA_CLUSTER_TOKEN_FILE").map(PathBuf::from);
         c.auth = crate::auth::AuthSettings::from_env(&env)?;
+        if let Some(v) = env("REGINA_RATE_LIMIT") {
+            c.rate_limit = parse_count("--rate-limit", &v, 0)? as u32;
+        }
+        if let Some(v) = env("REGINA_RATE_BURST") {
+            c.rate_burst = Some(parse_count("--rate-burst", &v, 1)? as u32);
+        }
+        if let Some(v) = env("REGINA_MAX_LONG_POLLS") {
+            c.max_long_polls = parse_count("--max-long-polls", &v, 1)?;
+        }
+        if let Some(v) = env("REGINA_MAX_QUEUED_PROPOSALS") {
+            c.max_queued_proposals = parse_count("--max-queued-proposals", &v, 1)?;
+        }
         if let Some(v) = env("REGINA_INSECURE_CLUSTER") {
             c.insecure_cluster = parse_switch("--insecure-cluster", &v)?;
         }
@@ -205,6 +240,12 @@ impl Config {
                 "--raft-groups" => c.raft_groups = parse_groups(&value()?)?,
                 "--cluster-token-file" => token_file = Some(PathBuf::from(value()?)),
                 "--insecure-cluster" => c.insecure_cluster = true,
+                "--rate-limit" => c.rate_limit = parse_count("--rate-limit", &value()?, 0)? as u32,
+                "--rate-burst" => c.rate_burst = Some(parse_count("--rate-burst", &value()?, 1)? as u32),
+                "--max-long-polls" => c.max_long_polls = parse_count("--max-long-polls", &value()?, 1)?,
+                "--max-queued-proposals" => {
+                    c.max_queued_proposals = parse_count("--max-queued-proposals", &value()?, 1)?
+                }
                 "--help" | "-h" => return Ok(None),
                 other if crate::auth::AuthSettings::flag(other).is_some() => {
                     let setting = crate::auth::AuthSettings::flag(other).expect("just found");
@@ -267,6 +308,14 @@ fn check_token(token: String, source: &str) -> Result<Secret, String> {
         return Err(format!("{source}: the cluster token may hold only printable ASCII without spaces"));
     }
     Ok(Secret(token))
+}
+
+/// A count of at least `min`, below a billion.
+fn parse_count(flag: &str, v: &str, min: usize) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= min && n < 1_000_000_000 => Ok(n),
+        _ => Err(format!("{flag}: {v:?} is not a count from {min}")),
+    }
 }
 
 fn parse_groups(v: &str) -> Result<u16, String> {

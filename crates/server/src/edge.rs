@@ -41,6 +41,8 @@ pub struct Edge {
     pub cluster_token: Option<String>,
     /// Token checks; `None` when authentication is off.
     pub auth: Option<Arc<Auth>>,
+    /// Per-caller request rates; `None` without `--rate-limit`.
+    pub throttle: Option<crate::throttle::Throttle>,
 }
 
 /// Whether `path` is one of the routes nodes use between themselves.
@@ -61,6 +63,11 @@ impl Edge {
         headers.remove(CLUSTER_TOKEN_HEADER);
         if let Err(refused) = self.authenticate(&mut req) {
             return refused;
+        }
+        if let Some(throttle) = &self.throttle {
+            if let Some(Err(wait)) = caller(&req).map(|c| throttle.admit(&c)) {
+                return rate_limited(wait);
+            }
         }
         crate::groups::dispatch(self.routers.clone(), self.tenancy, req).await
     }
@@ -95,6 +102,29 @@ impl Edge {
         }
         crate::groups::dispatch(self.routers.clone(), self.tenancy, req).await
     }
+}
+
+/// Who a request counts against for rate limits: its token's subject, else
+/// its tenant. Skip paths count against nobody.
+fn caller(req: &Request) -> Option<String> {
+    match req.extensions().get::<Authn>() {
+        Some(Authn::Principal(p)) => Some(match (&p.subject, &p.tenant) {
+            (Some(sub), _) => format!("sub:{sub}"),
+            (None, Some(t)) => format!("tenant:{t}"),
+            (None, None) => "tenant:".to_string(),
+        }),
+        Some(_) => None,
+        None => {
+            let tenant = req.headers().get(crate::tenant::TENANT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+            Some(format!("tenant:{tenant}"))
+        }
+    }
+}
+
+fn rate_limited(wait: std::time::Duration) -> Response {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let body = json!({ "error": format!("rate limited: retry in {secs} s"), "code": "rate_limited" });
+    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", secs.to_string())], axum::Json(body)).into_response()
 }
 
 /// Constant-time comparison (only the length can be told apart).

@@ -23,6 +23,7 @@ pub mod producer;
 pub mod proposer;
 pub mod sealing;
 pub mod tenant;
+pub mod throttle;
 
 use std::future::Future;
 use std::path::Path;
@@ -70,8 +71,13 @@ pub async fn serve_with_raft(
     if auth.is_some() {
         tracing::info!("bearer tokens are required (JWT_ENABLED)");
     }
-    let edge =
-        Arc::new(edge::Edge { routers, tenancy: options.tenancy, cluster_token: options.cluster_token.clone(), auth });
+    let edge = Arc::new(edge::Edge {
+        routers,
+        tenancy: options.tenancy,
+        cluster_token: options.cluster_token.clone(),
+        auth,
+        throttle: throttle::Throttle::new(options.rate_limit, options.rate_burst),
+    });
     let client_edge = edge.clone();
     let client = tower::service_fn(move |req: axum::extract::Request| {
         let edge = client_edge.clone();

@@ -54,6 +54,10 @@ fn main() {
             cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
             internal_port: raft_listener.is_some(),
             auth,
+            max_queued_proposals: config.max_queued_proposals,
+            max_long_polls: config.max_long_polls,
+            rate_limit: config.rate_limit,
+            rate_burst: config.rate_burst,
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });

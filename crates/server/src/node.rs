@@ -60,6 +60,16 @@ pub struct NodeOptions {
     pub internal_port: bool,
     /// Bearer-token checks; `None`: authentication is off.
     pub auth: Option<Arc<crate::auth::Auth>>,
+    /// Requests that may wait for the proposer at once, per Raft group.
+    pub max_queued_proposals: usize,
+    /// Pops that may wait (long-poll) at once on the node.
+    pub max_long_polls: usize,
+    /// Requests per second each caller may send (0: no limit); see
+    /// `crate::throttle`.
+    pub rate_limit: u32,
+    /// Requests a caller may send at once beyond its rate (default: one
+    /// second's worth).
+    pub rate_burst: Option<u32>,
 }
 
 impl Default for NodeOptions {
@@ -75,6 +85,10 @@ impl Default for NodeOptions {
             cluster_token: None,
             internal_port: false,
             auth: None,
+            max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
+            max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            rate_limit: 0,
+            rate_burst: None,
         }
     }
 }
@@ -106,6 +120,8 @@ pub struct Node {
     /// Whether peers can reach this node's internal routes (see
     /// [`NodeOptions::internal_port`]).
     pub internal_port: bool,
+    /// Pops that may long-poll at once on this node.
+    pub max_long_polls: usize,
 }
 
 impl Node {
@@ -158,7 +174,7 @@ impl Node {
         let ephemeral = Arc::new(crate::ephemeral::Store::new());
         let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::default());
-        let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone());
+        let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone(), options.max_queued_proposals);
         let forwarder = regina_consensus::network::peer_client(options.cluster_token.as_deref())?;
         let node = Arc::new(Node {
             id,
@@ -175,6 +191,7 @@ impl Node {
             groups: std::sync::OnceLock::new(),
             forwarder,
             internal_port: options.internal_port,
+            max_long_polls: options.max_long_polls,
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;
