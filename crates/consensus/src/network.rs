@@ -1,7 +1,8 @@
 //! The peer transport: Raft RPCs over HTTP between nodes.
 //!
 //! Every message is one POST to the target's Raft address (the `addr` of its
-//! `BasicNode` in the membership) with a bincode body; a 200 answer carries
+//! `BasicNode` in the membership) with a bincode body and the cluster token
+//! ([`CLUSTER_TOKEN_HEADER`], see [`peer_client`]); a 200 answer carries
 //! the bincode reply. Anything else is a transport failure, so openraft
 //! retries or backs off; no Raft error ever travels the wire (the receiver
 //! answers 503 when its Raft core refuses, which the sender treats alike).
