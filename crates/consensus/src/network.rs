@@ -82,6 +82,8 @@ pub struct HttpNetwork {
     client: reqwest::Client,
     shared: Arc<SharedState>,
     group: u16,
+    /// `http` or `https` (TLS between nodes).
+    scheme: &'static str,
 }
 
 impl HttpNetwork {
@@ -89,18 +91,30 @@ impl HttpNetwork {
     /// its body segments. `client` carries every message (it holds the
     /// cluster token and, with TLS between nodes, the trusted roots): see
     /// [`peer_client`].
-    pub fn new(shared: Arc<SharedState>, group: u16, client: reqwest::Client) -> HttpNetwork {
-        HttpNetwork { client, shared, group }
+    pub fn new(shared: Arc<SharedState>, group: u16, client: reqwest::Client, scheme: &'static str) -> HttpNetwork {
+        HttpNetwork { client, shared, group, scheme }
     }
 }
 
 /// A client for requests to peers: every request carries `token` (when
-/// the cluster has one) in [`CLUSTER_TOKEN_HEADER`].
-pub fn peer_client(token: Option<&str>) -> Result<reqwest::Client, String> {
-    peer_client_builder(token)?.build().map_err(|e| format!("cannot build the peer client: {e}"))
+/// the cluster has one) in [`CLUSTER_TOKEN_HEADER`]. With `ca` (a PEM
+/// bundle), peers are reached over TLS and trusted only through it.
+pub fn peer_client(token: Option<&str>, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
+    let mut builder = peer_client_builder(token)?;
+    if let Some(pem) = ca {
+        let roots = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("the TLS CA bundle: {e}"))?;
+        if roots.is_empty() {
+            return Err("the TLS CA bundle holds no certificate".into());
+        }
+        builder = builder.tls_built_in_root_certs(false).use_rustls_tls();
+        for root in roots {
+            builder = builder.add_root_certificate(root);
+        }
+    }
+    builder.build().map_err(|e| format!("cannot build the peer client: {e}"))
 }
 
-/// [`peer_client`]'s builder, for callers that add TLS settings.
+/// [`peer_client`]'s builder, without TLS settings.
 pub fn peer_client_builder(token: Option<&str>) -> Result<reqwest::ClientBuilder, String> {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(token) = token {
@@ -127,7 +141,8 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
     type Network = HttpPeer;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
-        let base = if node.addr.contains("://") { node.addr.clone() } else { format!("http://{}", node.addr) };
+        let base =
+            if node.addr.contains("://") { node.addr.clone() } else { format!("{}://{}", self.scheme, node.addr) };
         HttpPeer { target, group: self.group, base, client: self.client.clone(), shared: self.shared.clone() }
     }
 }

@@ -3,7 +3,8 @@
 //! - `status`: the members as the leader sees them (voter or learner,
 //!   matched index, lag), then each member's own `/health` (role, term,
 //!   commit and applied indexes), asked at its Raft address with the
-//!   cluster token (`REGINA_CLUSTER_TOKEN` or `REGINA_CLUSTER_TOKEN_FILE`).
+//!   cluster token (`REGINA_CLUSTER_TOKEN` or `REGINA_CLUSTER_TOKEN_FILE`),
+//!   over TLS when `REGINA_TLS_CA_FILE` names the cluster's CA.
 //! - `add --id N --addr HOST:PORT`: adds a running node as a voter.
 //! - `remove --id N`: removes a member.
 //!
@@ -44,6 +45,10 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
         (None, token) => token,
     };
     let bearer = env("REGINA_TOKEN");
+    let ca = match env("REGINA_TLS_CA_FILE") {
+        Some(path) => Some(std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         let mut headers = reqwest::header::HeaderMap::new();
@@ -51,15 +56,18 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
             let value = format!("Bearer {token}").parse().map_err(|_| "REGINA_TOKEN is not a header value")?;
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .default_headers(headers)
-            .build()
-            .map_err(|e| e.to_string())?;
+        let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(30)).default_headers(headers);
+        if let Some(pem) = &ca {
+            for root in reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())? {
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        let client = builder.build().map_err(|e| e.to_string())?;
         match command.as_str() {
             "status" => {
-                let peers = regina_consensus::network::peer_client(cluster_token.as_deref())?;
-                status(&client, &peers, &url).await
+                let peers = regina_consensus::network::peer_client(cluster_token.as_deref(), ca.as_deref())?;
+                let scheme = if ca.is_some() { "https" } else { "http" };
+                status(&client, &peers, scheme, &url).await
             }
             "add" => {
                 let (id, addr) = (id.ok_or("add needs --id")?, addr.ok_or("add needs --addr")?);
@@ -91,7 +99,7 @@ async fn send(req: reqwest::RequestBuilder) -> Result<Value, String> {
     Ok(body)
 }
 
-async fn status(client: &reqwest::Client, peers: &reqwest::Client, url: &str) -> Result<(), String> {
+async fn status(client: &reqwest::Client, peers: &reqwest::Client, scheme: &str, url: &str) -> Result<(), String> {
     let view = send(client.get(format!("{url}/api/v1/cluster"))).await?;
     print_members(&view);
     println!();
@@ -101,7 +109,7 @@ async fn status(client: &reqwest::Client, peers: &reqwest::Client, url: &str) ->
     );
     for member in view["members"].as_array().into_iter().flatten() {
         let addr = member["addr"].as_str().unwrap_or("?");
-        let health = peers.get(format!("http://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
+        let health = peers.get(format!("{scheme}://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
         let h = match health {
             Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
             Err(_) => Value::Null,

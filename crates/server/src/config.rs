@@ -47,6 +47,11 @@ pub struct Config {
     pub max_long_polls: usize,
     /// Requests that may wait for a Raft group's proposer at once.
     pub max_queued_proposals: usize,
+    /// TLS on both doors: the certificate chain and key (PEM), and the CA
+    /// peers' certificates must chain to.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 /// A secret setting: compared and sent, never printed.
@@ -79,6 +84,9 @@ impl Default for Config {
             rate_burst: None,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
             max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_file: None,
         }
     }
 }
@@ -139,6 +147,13 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    (tenants). --jwt-skip-paths (default
                    /health,/metrics/prometheus,/metrics,/). Each also as
                    REGINA_JWT_* and Queen's JWT_*; see docs/security.md.
+  --tls-cert-file FILE, --tls-key-file FILE
+                   TLS on the client port and the Raft address (PEM; env
+                   REGINA_TLS_CERT_FILE, REGINA_TLS_KEY_FILE; default off);
+                   read again on SIGHUP
+  --tls-ca-file FILE
+                   the CA peers' certificates chain to (env REGINA_TLS_CA_FILE);
+                   required with TLS and a Raft address
   --rate-limit N   requests per second each caller may send: its token's
                    subject, else its tenant (env REGINA_RATE_LIMIT, default 0:
                    no limit); past it 429 rate_limited with Retry-After
@@ -214,6 +229,9 @@ impl Config {
         if let Some(v) = env("REGINA_MAX_LONG_POLLS") {
             c.max_long_polls = parse_count("--max-long-polls", &v, 1)?;
         }
+        c.tls_cert_file = env("REGINA_TLS_CERT_FILE").map(PathBuf::from);
+        c.tls_key_file = env("REGINA_TLS_KEY_FILE").map(PathBuf::from);
+        c.tls_ca_file = env("REGINA_TLS_CA_FILE").map(PathBuf::from);
         if let Some(v) = env("REGINA_MAX_QUEUED_PROPOSALS") {
             c.max_queued_proposals = parse_count("--max-queued-proposals", &v, 1)?;
         }
@@ -240,6 +258,9 @@ impl Config {
                 "--raft-groups" => c.raft_groups = parse_groups(&value()?)?,
                 "--cluster-token-file" => token_file = Some(PathBuf::from(value()?)),
                 "--insecure-cluster" => c.insecure_cluster = true,
+                "--tls-cert-file" => c.tls_cert_file = Some(PathBuf::from(value()?)),
+                "--tls-key-file" => c.tls_key_file = Some(PathBuf::from(value()?)),
+                "--tls-ca-file" => c.tls_ca_file = Some(PathBuf::from(value()?)),
                 "--rate-limit" => c.rate_limit = parse_count("--rate-limit", &value()?, 0)? as u32,
                 "--rate-burst" => c.rate_burst = Some(parse_count("--rate-burst", &value()?, 1)? as u32),
                 "--max-long-polls" => c.max_long_polls = parse_count("--max-long-polls", &value()?, 1)?,
@@ -263,6 +284,14 @@ impl Config {
             (None, None) => None,
         };
         c.check_internal_port()?;
+        if c.tls_cert_file.is_some() != c.tls_key_file.is_some() {
+            return Err("--tls-cert-file and --tls-key-file go together".into());
+        }
+        if c.tls_cert_file.is_some() && c.internal_addr().is_some() && c.tls_ca_file.is_none() {
+            return Err("TLS on a node with a Raft address needs --tls-ca-file: the CA its peers' certificates \
+                        chain to"
+                .into());
+        }
         // Keys and algorithms are checked now, so a mistake stops the start.
         crate::auth::Auth::from_settings(&c.auth)?;
         Ok(Some(c))

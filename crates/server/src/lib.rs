@@ -24,6 +24,7 @@ pub mod proposer;
 pub mod sealing;
 pub mod tenant;
 pub mod throttle;
+pub mod tls;
 
 use std::future::Future;
 use std::path::Path;
@@ -65,7 +66,12 @@ pub async fn serve_with_raft(
         node.spawn_timer_driver();
     }
     let node = nodes[0].clone();
-    tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
+    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    tracing::info!(
+        "regina serving on {scheme}://{addr} with data in {} ({} Raft groups)",
+        data_dir.display(),
+        nodes.len()
+    );
     let auth = options.auth.clone();
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone(), auth.is_some())).collect::<Vec<_>>());
     if auth.is_some() {
@@ -98,10 +104,19 @@ pub async fn serve_with_raft(
         });
         let raft_app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(internal);
         let stop = node.clone();
+        let tls = options.tls.clone();
         tokio::spawn(async move {
-            let served = axum::serve(raft_listener, tower::make::Shared::new(raft_app))
-                .with_graceful_shutdown(async move { stop.stopped().await })
-                .await;
+            let stopped = async move { stop.stopped().await };
+            let served = match tls {
+                Some(tls) => {
+                    axum::serve(tls.listener(raft_listener), tower::make::Shared::new(raft_app))
+                        .with_graceful_shutdown(stopped)
+                        .await
+                }
+                None => {
+                    axum::serve(raft_listener, tower::make::Shared::new(raft_app)).with_graceful_shutdown(stopped).await
+                }
+            };
             if let Err(e) = served {
                 tracing::error!("the Raft listener stopped: {e}");
             }
@@ -114,10 +129,13 @@ pub async fn serve_with_raft(
         // out their timeouts.
         stopping.iter().for_each(|n| n.begin_stop());
     };
-    let served = axum::serve(listener, tower::make::Shared::new(app))
-        .with_graceful_shutdown(signal)
-        .await
-        .map_err(|e| e.to_string());
+    let served = match &options.tls {
+        Some(tls) => {
+            axum::serve(tls.listener(listener), tower::make::Shared::new(app)).with_graceful_shutdown(signal).await
+        }
+        None => axum::serve(listener, tower::make::Shared::new(app)).with_graceful_shutdown(signal).await,
+    }
+    .map_err(|e| e.to_string());
     for n in &nodes {
         n.begin_stop();
         n.shutdown().await;

@@ -40,9 +40,15 @@ fn main() {
             None => None,
         };
         let auth = regina_server::auth::Auth::from_settings(&config.auth)?;
-        if let Some(auth) = auth.clone() {
-            tokio::spawn(reload_on_hangup(auth));
-        }
+        let tls = match (&config.tls_cert_file, &config.tls_key_file) {
+            (Some(cert), Some(key)) => Some(std::sync::Arc::new(regina_server::tls::Tls::open(cert, key)?)),
+            _ => None,
+        };
+        let tls_ca = match &config.tls_ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| format!("--tls-ca-file {}: {e}", path.display()))?),
+            None => None,
+        };
+        tokio::spawn(reload_on_hangup(auth.clone(), tls.clone()));
         let options = regina_server::node::NodeOptions {
             encryption_key_file: config.encryption_key_file.clone(),
             fsync: config.fsync,
@@ -54,6 +60,8 @@ fn main() {
             cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
             internal_port: raft_listener.is_some(),
             auth,
+            tls,
+            tls_ca,
             max_queued_proposals: config.max_queued_proposals,
             max_long_polls: config.max_long_polls,
             rate_limit: config.rate_limit,
@@ -67,15 +75,26 @@ fn main() {
     }
 }
 
-/// SIGHUP reads the API key file again; a bad file keeps the keys in force.
-async fn reload_on_hangup(auth: std::sync::Arc<regina_server::auth::Auth>) {
+/// SIGHUP reads the API key file and the TLS certificate and key again; a
+/// file that does not load keeps what is in force.
+async fn reload_on_hangup(
+    auth: Option<std::sync::Arc<regina_server::auth::Auth>>,
+    tls: Option<std::sync::Arc<regina_server::tls::Tls>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
     while hup.recv().await.is_some() {
-        match auth.reload_keys() {
+        match auth.as_ref().and_then(|a| a.reload_keys()) {
             Some(Ok(n)) => tracing::info!("SIGHUP: {n} API keys in force"),
             Some(Err(e)) => tracing::error!("SIGHUP: the API key file was not reloaded, the previous keys stay: {e}"),
-            None => tracing::info!("SIGHUP: no API key file to reload"),
+            None => {}
+        }
+        match tls.as_ref().map(|t| t.reload()) {
+            Some(Ok(())) => tracing::info!("SIGHUP: the TLS certificate and key were read again"),
+            Some(Err(e)) => {
+                tracing::error!("SIGHUP: the TLS certificate was not reloaded, the previous one stays: {e}")
+            }
+            None => {}
         }
     }
 }

@@ -60,6 +60,10 @@ pub struct NodeOptions {
     pub internal_port: bool,
     /// Bearer-token checks; `None`: authentication is off.
     pub auth: Option<Arc<crate::auth::Auth>>,
+    /// TLS on both doors; with it, peers are reached over `https` and
+    /// trusted through `tls_ca` (PEM).
+    pub tls: Option<Arc<crate::tls::Tls>>,
+    pub tls_ca: Option<Vec<u8>>,
     /// Requests that may wait for the proposer at once, per Raft group.
     pub max_queued_proposals: usize,
     /// Pops that may wait (long-poll) at once on the node.
@@ -85,6 +89,8 @@ impl Default for NodeOptions {
             cluster_token: None,
             internal_port: false,
             auth: None,
+            tls: None,
+            tls_ca: None,
             max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
             rate_limit: 0,
@@ -122,6 +128,8 @@ pub struct Node {
     pub internal_port: bool,
     /// Pops that may long-poll at once on this node.
     pub max_long_polls: usize,
+    /// How peers are reached: `http`, or `https` with TLS between nodes.
+    pub peer_scheme: &'static str,
 }
 
 impl Node {
@@ -152,8 +160,10 @@ impl Node {
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
         let id = options.node_id;
-        let peers = regina_consensus::network::peer_client(options.cluster_token.as_deref())?;
-        let network = HttpNetwork::new(shared.clone(), group, peers);
+        let peer_scheme = if options.tls.is_some() { "https" } else { "http" };
+        let peers =
+            regina_consensus::network::peer_client(options.cluster_token.as_deref(), options.tls_ca.as_deref())?;
+        let network = HttpNetwork::new(shared.clone(), group, peers.clone(), peer_scheme);
         let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
         let raft_addr = options.raft_addr.clone().unwrap_or(http_addr);
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
@@ -175,7 +185,7 @@ impl Node {
         let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::default());
         let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone(), options.max_queued_proposals);
-        let forwarder = regina_consensus::network::peer_client(options.cluster_token.as_deref())?;
+        let forwarder = peers;
         let node = Arc::new(Node {
             id,
             raft,
@@ -192,6 +202,7 @@ impl Node {
             forwarder,
             internal_port: options.internal_port,
             max_long_polls: options.max_long_polls,
+            peer_scheme,
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;

@@ -101,7 +101,7 @@ async fn change_every_group(node: &Node, change: &MemberChange) -> Result<(), Me
         match group.wait_for_leader(std::time::Duration::from_secs(5)).await {
             Leader::Me => change_here(&group, change).await?,
             Leader::Other { addr, .. } => {
-                let url = format!("http://{addr}{}", group_path(group.group, MEMBERS_PATH));
+                let url = format!("{}://{addr}{}", node.peer_scheme, group_path(group.group, MEMBERS_PATH));
                 let sent = node.forwarder.post(&url).json(change).send().await;
                 let resp = sent.map_err(|e| ProposeError::Unknown(format!("group {}'s leader: {e}", group.group)))?;
                 if !resp.status().is_success() {

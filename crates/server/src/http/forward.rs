@@ -99,7 +99,8 @@ async fn forward(node: &Node, req: Request) -> Forwarded {
             Leader::Me => return Forwarded::Elected(Request::from_parts(parts, Body::from(body))),
             Leader::Unknown => return Forwarded::Answer(ApiError::from(ProposeError::NoLeader).into_response()),
         };
-        let mut out = node.forwarder.request(parts.method.clone(), format!("http://{addr}{path_and_query}"));
+        let mut out =
+            node.forwarder.request(parts.method.clone(), format!("{}://{addr}{path_and_query}", node.peer_scheme));
         for (name, value) in &parts.headers {
             if !is_hop_header(name) {
                 out = out.header(name, value);
