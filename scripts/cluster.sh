@@ -14,7 +14,13 @@
 #   REGINA_RAFT_GROUPS, REGINA_TENANCY, REGINA_TENANT_GROUPS
 #                      read by every node (e.g. REGINA_RAFT_GROUPS=6 REGINA_TENANCY=on:
 #                      six groups, leadership spread two per node a few seconds after start)
+#   REGINA_INSECURE_CLUSTER=on
+#                      start the nodes without a cluster token (anyone reaching a
+#                      Raft port can then read the whole state and vote)
 #
+# The nodes share a cluster token: DIR/cluster.token, made with fresh random
+# bytes on the first start (mode 0600). Requests between nodes carry it; the
+# Raft ports refuse everything else.
 # Any node answers every route: point a client at any of the three URLs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,9 +40,17 @@ case "$cmd" in
   start)
     [ -x "$bin" ] || (cd "$root" && cargo build --release -p regina-server --bin regina)
     mkdir -p "$dir"
+    security=(--cluster-token-file "$dir/cluster.token")
+    if [ "${REGINA_INSECURE_CLUSTER:-off}" = "on" ]; then
+      echo "cluster.sh: WARNING: starting WITHOUT a cluster token (--insecure-cluster):" \
+        "anyone who reaches ports $raft_base-$((raft_base + 2)) can read every message and vote" >&2
+      security=(--insecure-cluster)
+    elif [ ! -s "$dir/cluster.token" ]; then
+      (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$dir/cluster.token")
+    fi
     for i in 1 2 3; do
       "$bin" --node-id "$i" --port $((http_base + i - 1)) --raft-addr "127.0.0.1:$((raft_base + i - 1))" \
-        --peers "$peers" --data-dir "$dir/node$i" >> "$dir/node$i.log" 2>&1 &
+        --peers "$peers" --data-dir "$dir/node$i" "${security[@]}" >> "$dir/node$i.log" 2>&1 &
       echo $! > "$dir/node$i.pid"
     done
     for _ in $(seq 1 200); do
@@ -52,7 +66,7 @@ case "$cmd" in
     exit 1
     ;;
   status)
-    "$bin" cluster status --url "http://127.0.0.1:$http_base"
+    REGINA_CLUSTER_TOKEN_FILE="$dir/cluster.token" "$bin" cluster status --url "http://127.0.0.1:$http_base"
     ;;
   follower)
     leader="$(leader_of 1)"
@@ -67,6 +81,6 @@ case "$cmd" in
     done
     ;;
   *)
-    sed -n '2,18p' "$0"; exit 2
+    sed -n '2,23p' "$0"; exit 2
     ;;
 esac

@@ -2,8 +2,8 @@
 # Every check Regina has, in one command: the workspace's own tests (unit,
 # property, storage fault, openraft conformance, crash and HTTP tests against
 # real servers on 127.0.0.1), the official Queen MQ Rust client's suites
-# against a real Regina and through a follower of a three-node cluster, and a
-# scenario driven by the official Python client.
+# against a real Regina and through a follower of a three-node cluster, a
+# scenario driven by the official Python client, and that client's auth tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,7 @@ count() { # tests a stage's log reports: nextest, cargo test or a scenario
   local log="$stage_logs/$1.log"
   { grep -oE '[0-9]+ tests? run: [0-9]+ passed' "$log" | awk '{s+=$4} END {if (NR) print s, "passed of", NR, "runs"}'
     grep -oE 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {if (NR) print s, "passed in", NR, "suites"}'
-    grep -oE '^[0-9]+ passed, [0-9]+ failed' "$log" | awk '{s+=$1} END {if (NR) print s, "checks passed"}'
+    grep -oE '[0-9]+ passed, [0-9]+ failed' "$log" | awk '{s+=$1} END {if (NR) print s, "checks passed"}'
   } | head -1
 }
 
@@ -55,5 +55,9 @@ scripts/cluster.sh stop "$cluster_dir"
 
 stage python scripts/python-scenario.sh
 
+# The official Python client's auth tests, against a node without auth and
+# against one with JWT enabled: each of them runs, and passes, in one of the two.
+stage auth scripts/python-auth.sh
+
 echo "tests per stage:"
-for s in workspace official follower python; do echo "  $s: $(count "$s")"; done
+for s in workspace official follower python auth; do echo "  $s: $(count "$s")"; done

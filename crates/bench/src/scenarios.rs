@@ -9,8 +9,16 @@ use serde_json::{json, Value};
 use crate::args::Args;
 use crate::stats::Samples;
 
+/// The HTTP client every scenario uses. `REGINA_TOKEN`, when set, is sent
+/// as the bearer token of every request (for brokers that check tokens).
 pub fn client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Ok(token) = std::env::var("REGINA_TOKEN") {
+        let value = format!("Bearer {token}").parse().expect("REGINA_TOKEN is a header value");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
     reqwest::Client::builder()
+        .default_headers(headers)
         .pool_max_idle_per_host(256)
         // Long polls last at most a few seconds; a minute means the broker is stuck.
         .timeout(Duration::from_secs(60))

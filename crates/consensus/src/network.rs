@@ -1,7 +1,8 @@
 //! The peer transport: Raft RPCs over HTTP between nodes.
 //!
 //! Every message is one POST to the target's Raft address (the `addr` of its
-//! `BasicNode` in the membership) with a bincode body; a 200 answer carries
+//! `BasicNode` in the membership) with a bincode body and the cluster token
+//! ([`CLUSTER_TOKEN_HEADER`], see [`peer_client`]); a 200 answer carries
 //! the bincode reply. Anything else is a transport failure, so openraft
 //! retries or backs off; no Raft error ever travels the wire (the receiver
 //! answers 503 when its Raft core refuses, which the sender treats alike).
@@ -53,6 +54,10 @@ pub fn group_path(group: u16, path: &str) -> String {
     }
 }
 
+/// The header every request between nodes carries: the cluster token, which
+/// the receiving node's Raft address checks before anything else.
+pub const CLUSTER_TOKEN_HEADER: &str = "x-regina-cluster-token";
+
 /// How long one snapshot part may take on the wire (a body segment is at
 /// most 64 MiB).
 const SNAPSHOT_PART_TIMEOUT: Duration = Duration::from_secs(120);
@@ -77,19 +82,51 @@ pub struct HttpNetwork {
     client: reqwest::Client,
     shared: Arc<SharedState>,
     group: u16,
+    /// `http` or `https` (TLS between nodes).
+    scheme: &'static str,
 }
 
 impl HttpNetwork {
     /// `shared` is this node's state machine: snapshots sent from here carry
-    /// its body segments.
-    pub fn new(shared: Arc<SharedState>, group: u16) -> HttpNetwork {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(1))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .expect("an HTTP client");
-        HttpNetwork { client, shared, group }
+    /// its body segments. `client` carries every message (it holds the
+    /// cluster token and, with TLS between nodes, the trusted roots): see
+    /// [`peer_client`].
+    pub fn new(shared: Arc<SharedState>, group: u16, client: reqwest::Client, scheme: &'static str) -> HttpNetwork {
+        HttpNetwork { client, shared, group, scheme }
     }
+}
+
+/// A client for requests to peers: every request carries `token` (when
+/// the cluster has one) in [`CLUSTER_TOKEN_HEADER`]. With `ca` (a PEM
+/// bundle), peers are reached over TLS and trusted only through it.
+pub fn peer_client(token: Option<&str>, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
+    let mut builder = peer_client_builder(token)?;
+    if let Some(pem) = ca {
+        let roots = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("the TLS CA bundle: {e}"))?;
+        if roots.is_empty() {
+            return Err("the TLS CA bundle holds no certificate".into());
+        }
+        builder = builder.tls_built_in_root_certs(false).use_rustls_tls();
+        for root in roots {
+            builder = builder.add_root_certificate(root);
+        }
+    }
+    builder.build().map_err(|e| format!("cannot build the peer client: {e}"))
+}
+
+/// [`peer_client`]'s builder, without TLS settings.
+pub fn peer_client_builder(token: Option<&str>) -> Result<reqwest::ClientBuilder, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        let mut value = reqwest::header::HeaderValue::from_str(token)
+            .map_err(|_| "the cluster token is not a valid header value".to_string())?;
+        value.set_sensitive(true);
+        headers.insert(CLUSTER_TOKEN_HEADER, value);
+    }
+    Ok(reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .pool_idle_timeout(Duration::from_secs(30))
+        .default_headers(headers))
 }
 
 pub struct HttpPeer {
@@ -104,7 +141,8 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
     type Network = HttpPeer;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
-        let base = if node.addr.contains("://") { node.addr.clone() } else { format!("http://{}", node.addr) };
+        let base =
+            if node.addr.contains("://") { node.addr.clone() } else { format!("{}://{}", self.scheme, node.addr) };
         HttpPeer { target, group: self.group, base, client: self.client.clone(), shared: self.shared.clone() }
     }
 }

@@ -355,7 +355,12 @@ pub async fn move_leader(node: &Node, target: u64) -> Result<(), String> {
     };
     // A target that does not answer its health check is not asked; nothing
     // has been paused yet.
-    let probe = node.forwarder.get(format!("http://{addr}/health")).timeout(Duration::from_millis(800)).send().await;
+    let probe = node
+        .forwarder
+        .get(format!("{}://{addr}/health", node.peer_scheme))
+        .timeout(Duration::from_millis(800))
+        .send()
+        .await;
     if let Err(e) = probe {
         return Err(format!("node {target} at {addr} did not answer: {e}"));
     }
@@ -381,7 +386,7 @@ pub async fn move_leader(node: &Node, target: u64) -> Result<(), String> {
     if caught_up.is_err() {
         return Err(format!("node {target} did not catch up within {CATCH_UP_MAX:?}"));
     }
-    let url = format!("http://{addr}{}", group_path(node.group, CAMPAIGN_PATH));
+    let url = format!("{}://{addr}{}", node.peer_scheme, group_path(node.group, CAMPAIGN_PATH));
     let body = serde_json::json!({ "lastLogIndex": last });
     let asked = node.forwarder.post(&url).json(&body).timeout(CAMPAIGN_MAX + Duration::from_secs(1)).send().await;
     let answered = match asked {

@@ -2,7 +2,9 @@
 //!
 //! - `status`: the members as the leader sees them (voter or learner,
 //!   matched index, lag), then each member's own `/health` (role, term,
-//!   commit and applied indexes), asked at its Raft address.
+//!   commit and applied indexes), asked at its Raft address with the
+//!   cluster token (`REGINA_CLUSTER_TOKEN` or `REGINA_CLUSTER_TOKEN_FILE`),
+//!   over TLS when `REGINA_TLS_CA_FILE` names the cluster's CA.
 //! - `add --id N --addr HOST:PORT`: adds a running node as a voter.
 //! - `remove --id N`: removes a member.
 //! - `leader --group G --id N`: pins group G's preferred leader to node N
@@ -35,11 +37,21 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
         }
     }
     let url = url.trim_end_matches('/').to_string();
+    let cluster_token = cluster_token(&env)?;
+    let bearer = env("REGINA_TOKEN");
+    let ca = match env("REGINA_TLS_CA_FILE") {
+        Some(path) => Some(std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| e.to_string())?;
+        let client = http_client(bearer.as_deref(), ca.as_deref())?;
         match command.as_str() {
-            "status" => status(&client, &url).await,
+            "status" => {
+                let peers = regina_consensus::network::peer_client(cluster_token.as_deref(), ca.as_deref())?;
+                let scheme = if ca.is_some() { "https" } else { "http" };
+                status(&client, &peers, scheme, &url).await
+            }
             "add" => {
                 let (id, addr) = (id.ok_or("add needs --id")?, addr.ok_or("add needs --addr")?);
                 let body = json!({ "id": id, "addr": addr });
@@ -77,6 +89,40 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), 
     })
 }
 
+/// The cluster token `status` asks members with: the first line of
+/// `REGINA_CLUSTER_TOKEN_FILE`, else `REGINA_CLUSTER_TOKEN`.
+fn cluster_token(env: &impl Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
+    Ok(match (env("REGINA_CLUSTER_TOKEN_FILE"), env("REGINA_CLUSTER_TOKEN")) {
+        (Some(path), _) => Some(
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {path}: {e}"))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        ),
+        (None, token) => token,
+    })
+}
+
+/// The client for the client routes: the bearer token on every request,
+/// and the cluster's CA when TLS is on.
+fn http_client(bearer: Option<&str>, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = bearer {
+        let value = format!("Bearer {token}").parse().map_err(|_| "REGINA_TOKEN is not a header value")?;
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(30)).default_headers(headers);
+    if let Some(pem) = ca {
+        for root in reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())? {
+            builder = builder.add_root_certificate(root);
+        }
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
 async fn send(req: reqwest::RequestBuilder) -> Result<Value, String> {
     let resp = req.send().await.map_err(|e| format!("no answer: {e}"))?;
     let status = resp.status();
@@ -87,7 +133,7 @@ async fn send(req: reqwest::RequestBuilder) -> Result<Value, String> {
     Ok(body)
 }
 
-async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
+async fn status(client: &reqwest::Client, peers: &reqwest::Client, scheme: &str, url: &str) -> Result<(), String> {
     let view = send(client.get(format!("{url}/api/v1/cluster"))).await?;
     print_members(&view);
     println!();
@@ -97,7 +143,7 @@ async fn status(client: &reqwest::Client, url: &str) -> Result<(), String> {
     );
     for member in view["members"].as_array().into_iter().flatten() {
         let addr = member["addr"].as_str().unwrap_or("?");
-        let health = client.get(format!("http://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
+        let health = peers.get(format!("{scheme}://{addr}/health")).timeout(Duration::from_secs(2)).send().await;
         let h = match health {
             Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
             Err(_) => Value::Null,

@@ -179,6 +179,13 @@ impl Node {
         if addr.parse::<std::net::SocketAddr>().is_err() {
             return Err(MembershipError::Invalid(format!("addr {addr:?} is not an IP:PORT address")));
         }
+        if !self.internal_port {
+            return Err(MembershipError::Invalid(
+                "this node has no Raft address of its own, so peers cannot reach it: \
+                 restart it with --raft-addr (and a cluster token) before adding members"
+                    .to_string(),
+            ));
+        }
         let node = BasicNode { addr };
         self.raft.add_learner(id, node, true).await.map_err(change_error)?;
         let change = ChangeMembers::AddVoterIds(BTreeSet::from([id]));

@@ -31,6 +31,39 @@ pub struct Config {
     pub raft_groups: u16,
     /// Tenants placed in a named group instead of the hashed one.
     pub tenant_groups: std::collections::BTreeMap<String, u16>,
+    /// The token every request to this node's Raft address must carry, and
+    /// that it sends to its peers (`REGINA_CLUSTER_TOKEN`, or the first
+    /// line of `--cluster-token-file`).
+    pub cluster_token: Option<Secret>,
+    /// Lets a node serve a Raft address without a cluster token (local
+    /// trials only: anyone who reaches that address can then read the state
+    /// and vote).
+    pub insecure_cluster: bool,
+    /// Bearer-token settings (`crate::auth::settings`), Queen's names
+    /// included.
+    pub auth: crate::auth::AuthSettings,
+    /// Requests per second per caller (0: no limit) and the burst allowed.
+    pub rate_limit: u32,
+    pub rate_burst: Option<u32>,
+    /// Pops that may long-poll at once.
+    pub max_long_polls: usize,
+    /// Requests that may wait for a Raft group's proposer at once.
+    pub max_queued_proposals: usize,
+    /// TLS on both doors: the certificate chain and key (PEM), and the CA
+    /// peers' certificates must chain to.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub tls_ca_file: Option<PathBuf>,
+}
+
+/// A secret setting: compared and sent, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 impl Default for Config {
@@ -47,6 +80,16 @@ impl Default for Config {
             tenancy: false,
             raft_groups: 1,
             tenant_groups: Default::default(),
+            cluster_token: None,
+            insecure_cluster: false,
+            auth: crate::auth::AuthSettings::default(),
+            rate_limit: 0,
+            rate_burst: None,
+            max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_file: None,
         }
     }
 }
@@ -92,6 +135,46 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    QUEEN_TENANT_GROUPS). The same on every node; a tenant
                    does not move with its data, so pin it before it writes
                    (a start that would hide a tenant's data is refused).
+  --cluster-token-file FILE
+                   the secret every request between nodes carries, on the
+                   file's first line (env REGINA_CLUSTER_TOKEN_FILE, or the
+                   token itself in REGINA_CLUSTER_TOKEN), at least 16 bytes.
+                   Required when the node serves a Raft address of its own.
+  --insecure-cluster
+                   serve the Raft address without a cluster token (env
+                   REGINA_INSECURE_CLUSTER=on): anyone reaching it can read
+                   the whole state and vote. For local trials only.
+  --jwt-enabled on|off
+                   require `Authorization: Bearer <token>` on every request but
+                   the skip paths (env REGINA_JWT_ENABLED or Queen's JWT_ENABLED,
+                   default off). Keys: JWT_SECRET (HMAC, environment only) or
+                   --jwt-secret-file, --jwt-public-key-file (PEM, RSA or
+                   Ed25519), --jwt-jwks-file. Checks: --jwt-algorithm,
+                   --jwt-issuer, --jwt-audience, --jwt-leeway SECONDS (30).
+                   Claims: --jwt-roles-claim (role), --jwt-roles-array-claim
+                   (roles), --jwt-tenant-claim (tenant), --jwt-tenants-claim
+                   (tenants). --jwt-skip-paths (default
+                   /health,/metrics/prometheus,/metrics,/). Each also as
+                   REGINA_JWT_* and Queen's JWT_*; see docs/security.md.
+  --tls-cert-file FILE, --tls-key-file FILE
+                   TLS on the client port and the Raft address (PEM; env
+                   REGINA_TLS_CERT_FILE, REGINA_TLS_KEY_FILE; default off);
+                   read again on SIGHUP
+  --tls-ca-file FILE
+                   the CA peers' certificates chain to (env REGINA_TLS_CA_FILE);
+                   required with TLS and a Raft address
+  --rate-limit N   requests per second each caller may send: its token's
+                   subject, else its tenant (env REGINA_RATE_LIMIT, default 0:
+                   no limit); past it 429 rate_limited with Retry-After
+  --rate-burst N   requests a caller may send at once (env REGINA_RATE_BURST,
+                   default: one second's worth)
+  --max-long-polls N
+                   pops that may wait at once (env REGINA_MAX_LONG_POLLS,
+                   default 10000); past it 429 overloaded
+  --max-queued-proposals N
+                   writes that may wait for a Raft group's log at once (env
+                   REGINA_MAX_QUEUED_PROPOSALS, default 65536); past it 429
+                   overloaded
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -104,8 +187,42 @@ usage: regina cluster status [--url URL]
   started with the same --node-id and --raft-addr); remove a member; pin
   group G's preferred leader to node N (the balancer moves it there and
   keeps it there while N is up), or drop the pin.
-  --url defaults to http://127.0.0.1:6632 (env REGINA_URL).
+  --url defaults to http://127.0.0.1:6632 (env REGINA_URL). REGINA_TOKEN is
+  sent as the bearer token when the node checks tokens; `status` asks each
+  member at its Raft address with REGINA_CLUSTER_TOKEN (or the first line of
+  REGINA_CLUSTER_TOKEN_FILE).
 ";
+
+/// The environment variables read at start, each standing for its flag
+/// (later variables, and then the flags, win).
+const ENV_FLAGS: &[(&str, &str)] = &[
+    ("REGINA_BIND", "--bind"),
+    ("REGINA_PORT", "--port"),
+    ("REGINA_DATA_DIR", "--data-dir"),
+    ("REGINA_ENCRYPTION_KEY_FILE", "--encryption-key-file"),
+    ("REGINA_FSYNC", "--fsync"),
+    ("REGINA_NODE_ID", "--node-id"),
+    ("REGINA_RAFT_ADDR", "--raft-addr"),
+    ("REGINA_TENANCY", "--tenancy"),
+    ("REGINA_RAFT_GROUPS", "--raft-groups"),
+    ("QUEEN_TENANT_GROUPS", "--tenant-groups"),
+    ("REGINA_TENANT_GROUPS", "--tenant-groups"),
+    ("REGINA_PEERS", "--peers"),
+    ("REGINA_CLUSTER_TOKEN_FILE", "--cluster-token-file"),
+    ("REGINA_RATE_LIMIT", "--rate-limit"),
+    ("REGINA_RATE_BURST", "--rate-burst"),
+    ("REGINA_MAX_LONG_POLLS", "--max-long-polls"),
+    ("REGINA_TLS_CERT_FILE", "--tls-cert-file"),
+    ("REGINA_TLS_KEY_FILE", "--tls-key-file"),
+    ("REGINA_TLS_CA_FILE", "--tls-ca-file"),
+    ("REGINA_MAX_QUEUED_PROPOSALS", "--max-queued-proposals"),
+    ("REGINA_INSECURE_CLUSTER", "--insecure-cluster"),
+];
+
+/// Whether a flag reads the next argument as its value (switches do not).
+fn takes_value(flag: &str) -> bool {
+    flag != "--insecure-cluster"
+}
 
 impl Config {
     /// Reads the environment, then the flags. `Err` carries a message for
@@ -115,75 +232,147 @@ impl Config {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<Config>, String> {
         let mut c = Config::default();
-        if let Some(v) = env("REGINA_BIND") {
-            c.bind = parse_bind(&v)?;
-        }
-        if let Some(v) = env("REGINA_PORT") {
-            c.port = parse_port(&v)?;
-        }
-        if let Some(v) = env("REGINA_DATA_DIR") {
-            c.data_dir = PathBuf::from(v);
-        }
-        if let Some(v) = env("REGINA_ENCRYPTION_KEY_FILE") {
-            c.encryption_key_file = Some(PathBuf::from(v));
-        }
-        if let Some(v) = env("REGINA_FSYNC") {
-            c.fsync = parse_fsync(&v)?;
-        }
-        if let Some(v) = env("REGINA_NODE_ID") {
-            c.node_id = parse_node_id(&v)?;
-        }
-        if let Some(v) = env("REGINA_RAFT_ADDR") {
-            c.raft_addr = Some(parse_addr(&v)?);
-        }
-        if let Some(v) = env("REGINA_TENANCY") {
-            c.tenancy = parse_switch("--tenancy", &v)?;
-        }
-        if let Some(v) = env("REGINA_RAFT_GROUPS") {
-            c.raft_groups = parse_groups(&v)?;
-        }
-        for var in ["QUEEN_TENANT_GROUPS", "REGINA_TENANT_GROUPS"] {
+        let mut token_file = None;
+        // Each variable stands for its flag; the flags come after, so they win.
+        for (var, flag) in ENV_FLAGS {
             if let Some(v) = env(var) {
-                c.tenant_groups = parse_tenant_groups(&v)?;
+                c.apply(flag, Some(v), &mut token_file)?;
             }
         }
-        if let Some(v) = env("REGINA_PEERS") {
-            c.peers = parse_peers(&v)?;
-        }
+        c.auth = crate::auth::AuthSettings::from_env(&env)?;
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let (flag, inline) = match a.split_once('=') {
                 Some((f, v)) => (f.to_string(), Some(v.to_string())),
                 None => (a.clone(), None),
             };
-            let mut value = || inline.clone().or_else(|| args.next()).ok_or(format!("{flag} needs a value"));
-            match flag.as_str() {
-                "--bind" => c.bind = parse_bind(&value()?)?,
-                "--port" => c.port = parse_port(&value()?)?,
-                "--data-dir" => c.data_dir = PathBuf::from(value()?),
-                "--encryption-key-file" => c.encryption_key_file = Some(PathBuf::from(value()?)),
-                "--fsync" => c.fsync = parse_fsync(&value()?)?,
-                "--node-id" => c.node_id = parse_node_id(&value()?)?,
-                "--raft-addr" => c.raft_addr = Some(parse_addr(&value()?)?),
-                "--peers" => c.peers = parse_peers(&value()?)?,
-                "--tenancy" => c.tenancy = parse_switch("--tenancy", &value()?)?,
-                "--raft-groups" => c.raft_groups = parse_groups(&value()?)?,
-                "--tenant-groups" => c.tenant_groups = parse_tenant_groups(&value()?)?,
-                "--help" | "-h" => return Ok(None),
-                other => return Err(format!("unknown argument {other}\n\n{USAGE}")),
+            if flag == "--help" || flag == "-h" {
+                return Ok(None);
             }
+            let value = match (inline, takes_value(&flag)) {
+                (Some(v), _) => Some(v),
+                (None, true) => Some(args.next().ok_or(format!("{flag} needs a value"))?),
+                (None, false) => None,
+            };
+            c.apply(&flag, value, &mut token_file)?;
         }
-        if let Some((t, g)) = c.tenant_groups.iter().find(|(_, g)| **g >= c.raft_groups) {
+        c.cluster_token = match (token_file, env("REGINA_CLUSTER_TOKEN")) {
+            (Some(path), _) => Some(read_token_file(&path)?),
+            (None, Some(v)) => Some(check_token(v.trim().to_string(), "REGINA_CLUSTER_TOKEN")?),
+            (None, None) => None,
+        };
+        c.check()?;
+        Ok(Some(c))
+    }
+
+    /// One setting, by its flag; `value` is `None` only for a switch given
+    /// bare on the command line.
+    fn apply(&mut self, flag: &str, value: Option<String>, token_file: &mut Option<PathBuf>) -> Result<(), String> {
+        let v = || value.clone().ok_or(format!("{flag} needs a value"));
+        match flag {
+            "--bind" => self.bind = parse_bind(&v()?)?,
+            "--port" => self.port = parse_port(&v()?)?,
+            "--data-dir" => self.data_dir = PathBuf::from(v()?),
+            "--encryption-key-file" => self.encryption_key_file = Some(PathBuf::from(v()?)),
+            "--fsync" => self.fsync = parse_fsync(&v()?)?,
+            "--node-id" => self.node_id = parse_node_id(&v()?)?,
+            "--raft-addr" => self.raft_addr = Some(parse_addr(&v()?)?),
+            "--peers" => self.peers = parse_peers(&v()?)?,
+            "--tenancy" => self.tenancy = parse_switch("--tenancy", &v()?)?,
+            "--raft-groups" => self.raft_groups = parse_groups(&v()?)?,
+            "--tenant-groups" => self.tenant_groups = parse_tenant_groups(&v()?)?,
+            "--cluster-token-file" => *token_file = Some(PathBuf::from(v()?)),
+            "--insecure-cluster" => {
+                self.insecure_cluster = value.as_deref().map_or(Ok(true), |v| parse_switch(flag, v))?
+            }
+            "--tls-cert-file" => self.tls_cert_file = Some(PathBuf::from(v()?)),
+            "--tls-key-file" => self.tls_key_file = Some(PathBuf::from(v()?)),
+            "--tls-ca-file" => self.tls_ca_file = Some(PathBuf::from(v()?)),
+            "--rate-limit" => self.rate_limit = parse_count(flag, &v()?, 0)? as u32,
+            "--rate-burst" => self.rate_burst = Some(parse_count(flag, &v()?, 1)? as u32),
+            "--max-long-polls" => self.max_long_polls = parse_count(flag, &v()?, 1)?,
+            "--max-queued-proposals" => self.max_queued_proposals = parse_count(flag, &v()?, 1)?,
+            other => match crate::auth::AuthSettings::flag(other) {
+                Some(setting) => self.auth.set(setting, v()?),
+                None => return Err(format!("unknown argument {other}\n\n{USAGE}")),
+            },
+        }
+        Ok(())
+    }
+
+    /// The checks that span settings, once all are read.
+    fn check(&self) -> Result<(), String> {
+        if let Some((t, g)) = self.tenant_groups.iter().find(|(_, g)| **g >= self.raft_groups) {
             return Err(format!(
                 "--tenant-groups: {t}={g}, but there are {} Raft groups (0 to {})",
-                c.raft_groups,
-                c.raft_groups - 1
+                self.raft_groups,
+                self.raft_groups - 1
             ));
         }
-        if !c.peers.is_empty() && !c.peers.iter().any(|(id, _)| *id == c.node_id) {
-            return Err(format!("--peers must list this node (--node-id {})", c.node_id));
+        if !self.peers.is_empty() && !self.peers.iter().any(|(id, _)| *id == self.node_id) {
+            return Err(format!("--peers must list this node (--node-id {})", self.node_id));
         }
-        Ok(Some(c))
+        self.check_internal_port()?;
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return Err("--tls-cert-file and --tls-key-file go together".into());
+        }
+        if self.tls_cert_file.is_some() && self.internal_addr().is_some() && self.tls_ca_file.is_none() {
+            return Err("TLS on a node with a Raft address needs --tls-ca-file: the CA its peers' certificates \
+                        chain to"
+                .into());
+        }
+        // Keys and algorithms are checked now, so a mistake stops the start.
+        crate::auth::Auth::from_settings(&self.auth)?;
+        Ok(())
+    }
+
+    /// The Raft address the node listens on apart from its HTTP port, if any:
+    /// the only place its internal routes are served.
+    pub fn internal_addr(&self) -> Option<SocketAddr> {
+        self.raft_addr.filter(|raft| *raft != SocketAddr::new(self.bind, self.port))
+    }
+
+    /// Raft messages, snapshots and state dumps are served only on a Raft
+    /// address of the node's own, and only to callers with the cluster token.
+    fn check_internal_port(&self) -> Result<(), String> {
+        if !self.peers.is_empty() && self.internal_addr().is_none() {
+            return Err("--peers needs --raft-addr on a port other than the HTTP port: \
+                        internal routes are never served on the client port"
+                .to_string());
+        }
+        if self.internal_addr().is_some() && self.cluster_token.is_none() && !self.insecure_cluster {
+            return Err("a node with a Raft address needs a cluster token (REGINA_CLUSTER_TOKEN or \
+                        --cluster-token-file); --insecure-cluster serves it without one, for local trials only"
+                .to_string());
+        }
+        Ok(())
+    }
+}
+
+/// The cluster token on the first line of `path`.
+fn read_token_file(path: &std::path::Path) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--cluster-token-file: cannot read {}: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    check_token(token, &format!("--cluster-token-file {}", path.display()))
+}
+
+fn check_token(token: String, source: &str) -> Result<Secret, String> {
+    let min = regina_types::limits::CLUSTER_TOKEN_BYTES_MIN;
+    if token.len() < min {
+        return Err(format!("{source}: the cluster token must be at least {min} bytes, not {}", token.len()));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("{source}: the cluster token may hold only printable ASCII without spaces"));
+    }
+    Ok(Secret(token))
+}
+
+/// A count of at least `min`, below a billion.
+fn parse_count(flag: &str, v: &str, min: usize) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= min && n < 1_000_000_000 => Ok(n),
+        _ => Err(format!("{flag}: {v:?} is not a count from {min}")),
     }
 }
 
@@ -289,7 +478,7 @@ mod tests {
     #[test]
     fn cluster_settings() {
         let c = parse(
-            &["--node-id", "2", "--raft-addr", "127.0.0.1:7002"],
+            &["--node-id", "2", "--raft-addr", "127.0.0.1:7002", "--insecure-cluster"],
             &[("REGINA_PEERS", "1=127.0.0.1:7001, 2=127.0.0.1:7002,3=127.0.0.1:7003")],
         )
         .unwrap()
@@ -313,6 +502,35 @@ mod tests {
         assert!(parse(&["--peers", "1=nowhere"], &[]).is_err());
         let e = parse(&["--node-id", "4", "--peers", "1=127.0.0.1:1"], &[]).unwrap_err();
         assert!(e.contains("must list this node"), "{e}");
+    }
+
+    #[test]
+    fn internal_port_needs_its_own_address_and_a_token() {
+        let peers = "1=127.0.0.1:7001,2=127.0.0.1:7002";
+        let e = parse(&["--peers", peers], &[]).unwrap_err();
+        assert!(e.contains("--raft-addr on a port other"), "{e}");
+        let e = parse(&["--peers", peers, "--raft-addr", "127.0.0.1:6632"], &[]).unwrap_err();
+        assert!(e.contains("--raft-addr on a port other"), "{e}");
+        let e = parse(&["--peers", peers, "--raft-addr", "127.0.0.1:7001"], &[]).unwrap_err();
+        assert!(e.contains("needs a cluster token"), "{e}");
+        let c =
+            parse(&["--peers", peers, "--raft-addr", "127.0.0.1:7001", "--insecure-cluster"], &[]).unwrap().unwrap();
+        assert!(c.insecure_cluster && c.cluster_token.is_none());
+        let token = ("REGINA_CLUSTER_TOKEN", "0123456789abcdef");
+        let c = parse(&["--peers", peers, "--raft-addr", "127.0.0.1:7001"], &[token]).unwrap().unwrap();
+        assert_eq!(c.cluster_token, Some(Secret("0123456789abcdef".into())));
+        assert_eq!(format!("{:?}", c.cluster_token), "Some(Secret(..))", "never printed");
+        let e = parse(&[], &[("REGINA_CLUSTER_TOKEN", "short")]).unwrap_err();
+        assert!(e.contains("at least 16 bytes"), "{e}");
+        // A node alone on one port serves no internal routes and needs none.
+        assert!(parse(&[], &[]).unwrap().unwrap().internal_addr().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "fedcba9876543210fedcba\nignored\n").unwrap();
+        let c = parse(&["--raft-addr", "127.0.0.1:7001", "--cluster-token-file", file.to_str().unwrap()], &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.cluster_token, Some(Secret("fedcba9876543210fedcba".into())));
     }
 
     #[test]

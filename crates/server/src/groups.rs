@@ -141,7 +141,14 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
     let internal = path == "/health" || path.starts_with("/internal/");
     let tenant = match tenancy && !internal {
         true => match crate::tenant::parse(req.headers().get(crate::tenant::TENANT_HEADER).map(|v| v.as_bytes())) {
-            Ok(t) => t,
+            Ok(t) => match req.extensions().get::<crate::auth::Authn>() {
+                // With tokens, the token decides (see `Principal::tenant_for`).
+                Some(crate::auth::Authn::Principal(p)) => match p.tenant_for(t) {
+                    Ok(t) => t,
+                    Err(refused) => return refused.into_response(),
+                },
+                _ => t,
+            },
             Err(e) => return e.into_response(),
         },
         false => None,

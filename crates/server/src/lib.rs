@@ -9,18 +9,23 @@
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
+pub mod auth;
 pub mod balance;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod edge;
 pub mod ephemeral;
 pub mod groups;
 pub mod http;
 pub mod ids;
 pub mod node;
+pub mod producer;
 pub mod proposer;
 pub mod sealing;
 pub mod tenant;
+pub mod throttle;
+pub mod tls;
 
 use std::future::Future;
 use std::path::Path;
@@ -42,8 +47,9 @@ pub async fn serve(
 }
 
 /// [`serve`], with a second listener on the node's Raft address when it
-/// differs from the HTTP one. Both serve every route: peers send Raft
-/// messages and forwarded client requests there.
+/// differs from the HTTP one. Peers send Raft messages and forwarded client
+/// requests there, with the cluster token; the HTTP listener never serves
+/// an internal route (see [`edge`]).
 pub async fn serve_with_raft(
     listener: TcpListener,
     raft_listener: Option<TcpListener>,
@@ -62,26 +68,33 @@ pub async fn serve_with_raft(
     }
     balance::spawn(nodes.clone());
     let node = nodes[0].clone();
-    tracing::info!("regina serving on http://{addr} with data in {} ({} Raft groups)", data_dir.display(), nodes.len());
-    let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone())).collect::<Vec<_>>());
-    let tenancy = options.tenancy;
-    let placement = Arc::new(groups::Placement { groups: options.raft_groups, pins: options.tenant_groups.clone() });
-    let dispatch = tower::service_fn(move |req: axum::extract::Request| {
-        let (routers, placement) = (routers.clone(), placement.clone());
-        async move { Ok::<_, std::convert::Infallible>(groups::dispatch(routers, tenancy, &placement, req).await) }
+    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    tracing::info!(
+        "regina serving on {scheme}://{addr} with data in {} ({} Raft groups)",
+        data_dir.display(),
+        nodes.len()
+    );
+    let auth = options.auth.clone();
+    let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone(), auth.is_some())).collect::<Vec<_>>());
+    if auth.is_some() {
+        tracing::info!("bearer tokens are required (JWT_ENABLED)");
+    }
+    let edge = Arc::new(edge::Edge {
+        routers,
+        tenancy: options.tenancy,
+        cluster_token: options.cluster_token.clone(),
+        auth,
+        throttle: throttle::Throttle::new(options.rate_limit, options.rate_burst),
+        placement: Arc::new(groups::Placement { groups: options.raft_groups, pins: options.tenant_groups.clone() }),
     });
-    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(dispatch);
+    let client_edge = edge.clone();
+    let client = tower::service_fn(move |req: axum::extract::Request| {
+        let edge = client_edge.clone();
+        async move { Ok::<_, std::convert::Infallible>(edge.client(req).await) }
+    });
+    let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(client);
     if let Some(raft_listener) = raft_listener {
-        let raft_app = app.clone();
-        let stop = node.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(raft_listener, tower::make::Shared::new(raft_app))
-                .with_graceful_shutdown(async move { stop.stopped().await })
-                .await;
-            if let Err(e) = served {
-                tracing::error!("the Raft listener stopped: {e}");
-            }
-        });
+        serve_internal_door(raft_listener, edge, node.clone(), options.tls.clone());
     }
     let stopping = nodes.clone();
     let signal = async move {
@@ -90,15 +103,56 @@ pub async fn serve_with_raft(
         // out their timeouts.
         stopping.iter().for_each(|n| n.begin_stop());
     };
-    let served = axum::serve(listener, tower::make::Shared::new(app))
-        .with_graceful_shutdown(signal)
-        .await
-        .map_err(|e| e.to_string());
+    let served = match &options.tls {
+        Some(tls) => {
+            axum::serve(tls.listener(listener), tower::make::Shared::new(app)).with_graceful_shutdown(signal).await
+        }
+        None => axum::serve(listener, tower::make::Shared::new(app)).with_graceful_shutdown(signal).await,
+    }
+    .map_err(|e| e.to_string());
     for n in &nodes {
         n.begin_stop();
         n.shutdown().await;
     }
     served
+}
+
+/// Serves the Raft address (the door between nodes) until the node stops.
+fn serve_internal_door(
+    raft_listener: TcpListener,
+    edge: Arc<edge::Edge>,
+    node: Arc<node::Node>,
+    tls: Option<Arc<tls::Tls>>,
+) {
+    if edge.cluster_token.is_none() {
+        tracing::warn!(
+            "INSECURE: the Raft address {} serves without a cluster token (--insecure-cluster): \
+             anyone who reaches it can read the whole state and vote",
+            raft_listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+        );
+    }
+    let internal = tower::service_fn(move |req: axum::extract::Request| {
+        let edge = edge.clone();
+        async move { Ok::<_, std::convert::Infallible>(edge.internal(req).await) }
+    });
+    let raft_app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(internal);
+    let stop = node;
+    tokio::spawn(async move {
+        let stopped = async move { stop.stopped().await };
+        let served = match tls {
+            Some(tls) => {
+                axum::serve(tls.listener(raft_listener), tower::make::Shared::new(raft_app))
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+            None => {
+                axum::serve(raft_listener, tower::make::Shared::new(raft_app)).with_graceful_shutdown(stopped).await
+            }
+        };
+        if let Err(e) = served {
+            tracing::error!("the Raft listener stopped: {e}");
+        }
+    });
 }
 
 /// A client given a base URL with a trailing slash sends `//api/v1/...`.

@@ -33,12 +33,22 @@ fn main() {
         let addr = std::net::SocketAddr::new(config.bind, config.port);
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let raft_listener = match config.raft_addr {
-            Some(raft) if raft != addr => {
+        let raft_listener = match config.internal_addr() {
+            Some(raft) => {
                 Some(tokio::net::TcpListener::bind(raft).await.map_err(|e| format!("cannot listen on {raft}: {e}"))?)
             }
+            None => None,
+        };
+        let auth = regina_server::auth::Auth::from_settings(&config.auth)?;
+        let tls = match (&config.tls_cert_file, &config.tls_key_file) {
+            (Some(cert), Some(key)) => Some(std::sync::Arc::new(regina_server::tls::Tls::open(cert, key)?)),
             _ => None,
         };
+        let tls_ca = match &config.tls_ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| format!("--tls-ca-file {}: {e}", path.display()))?),
+            None => None,
+        };
+        tokio::spawn(reload_on_hangup(auth.clone(), tls.clone()));
         let options = regina_server::node::NodeOptions {
             encryption_key_file: config.encryption_key_file.clone(),
             fsync: config.fsync,
@@ -48,12 +58,45 @@ fn main() {
             tenancy: config.tenancy,
             raft_groups: config.raft_groups,
             tenant_groups: config.tenant_groups.clone(),
+            cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
+            internal_port: raft_listener.is_some(),
+            auth,
+            tls,
+            tls_ca,
+            max_queued_proposals: config.max_queued_proposals,
+            max_long_polls: config.max_long_polls,
+            rate_limit: config.rate_limit,
+            rate_burst: config.rate_burst,
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });
     if let Err(e) = result {
         eprintln!("regina: {e}");
         std::process::exit(1);
+    }
+}
+
+/// SIGHUP reads the API key file and the TLS certificate and key again; a
+/// file that does not load keeps what is in force.
+async fn reload_on_hangup(
+    auth: Option<std::sync::Arc<regina_server::auth::Auth>>,
+    tls: Option<std::sync::Arc<regina_server::tls::Tls>>,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+    while hup.recv().await.is_some() {
+        match auth.as_ref().and_then(|a| a.reload_keys()) {
+            Some(Ok(n)) => tracing::info!("SIGHUP: {n} API keys in force"),
+            Some(Err(e)) => tracing::error!("SIGHUP: the API key file was not reloaded, the previous keys stay: {e}"),
+            None => {}
+        }
+        match tls.as_ref().map(|t| t.reload()) {
+            Some(Ok(())) => tracing::info!("SIGHUP: the TLS certificate and key were read again"),
+            Some(Err(e)) => {
+                tracing::error!("SIGHUP: the TLS certificate was not reloaded, the previous one stays: {e}")
+            }
+            None => {}
+        }
     }
 }
 

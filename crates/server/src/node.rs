@@ -55,6 +55,28 @@ pub struct NodeOptions {
     /// Tenants the operator placed in a given group instead of the hashed
     /// one (Queen's `QUEEN_TENANT_GROUPS`); the same on every node.
     pub tenant_groups: BTreeMap<String, u16>,
+    /// Sent with every request to a peer's Raft address, and required on
+    /// this node's own (see `crate::internal`).
+    pub cluster_token: Option<String>,
+    /// Whether this node listens on a Raft address apart from its HTTP
+    /// port: without one it serves no internal routes and cannot have peers.
+    pub internal_port: bool,
+    /// Bearer-token checks; `None`: authentication is off.
+    pub auth: Option<Arc<crate::auth::Auth>>,
+    /// TLS on both doors; with it, peers are reached over `https` and
+    /// trusted through `tls_ca` (PEM).
+    pub tls: Option<Arc<crate::tls::Tls>>,
+    pub tls_ca: Option<Vec<u8>>,
+    /// Requests that may wait for the proposer at once, per Raft group.
+    pub max_queued_proposals: usize,
+    /// Pops that may wait (long-poll) at once on the node.
+    pub max_long_polls: usize,
+    /// Requests per second each caller may send (0: no limit); see
+    /// `crate::throttle`.
+    pub rate_limit: u32,
+    /// Requests a caller may send at once beyond its rate (default: one
+    /// second's worth).
+    pub rate_burst: Option<u32>,
 }
 
 impl Default for NodeOptions {
@@ -68,6 +90,15 @@ impl Default for NodeOptions {
             tenancy: false,
             raft_groups: 1,
             tenant_groups: BTreeMap::new(),
+            cluster_token: None,
+            internal_port: false,
+            auth: None,
+            tls: None,
+            tls_ca: None,
+            max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
+            max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            rate_limit: 0,
+            rate_burst: None,
         }
     }
 }
@@ -93,7 +124,8 @@ pub struct Node {
     pub group: u16,
     /// Every group of this node, this one included (set once all are open).
     pub groups: std::sync::OnceLock<Vec<std::sync::Weak<Node>>>,
-    /// Carries requests a follower forwards to the leader.
+    /// Carries requests a follower forwards to the leader (to its Raft
+    /// address, with the cluster token).
     pub forwarder: reqwest::Client,
     /// A hand-over of this group's leadership in progress (`crate::balance`).
     pub handoff: crate::balance::Handoff,
@@ -101,6 +133,16 @@ pub struct Node {
     pub load: crate::balance::LoadMeter,
     /// Tenants the operator placed in this group (`--tenant-groups`).
     pub pinned_tenants: Vec<String>,
+    /// Whether peers can reach this node's internal routes (see
+    /// [`NodeOptions::internal_port`]).
+    pub internal_port: bool,
+    /// Pops that may long-poll at once on this node.
+    pub max_long_polls: usize,
+    /// How peers are reached: `http`, or `https` with TLS between nodes.
+    pub peer_scheme: &'static str,
+    /// Where this node serves clients (`HOST:PORT`): what a leader names in
+    /// its hint to clients.
+    pub client_addr: String,
 }
 
 impl Node {
@@ -131,8 +173,12 @@ impl Node {
         };
         let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
         let id = options.node_id;
-        let network = HttpNetwork::new(shared.clone(), group);
+        let peer_scheme = if options.tls.is_some() { "https" } else { "http" };
+        let peers =
+            regina_consensus::network::peer_client(options.cluster_token.as_deref(), options.tls_ca.as_deref())?;
+        let network = HttpNetwork::new(shared.clone(), group, peers.clone(), peer_scheme);
         let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
+        let client_addr = http_addr.clone();
         let raft_addr = options.raft_addr.clone().unwrap_or(http_addr);
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
             let first = options.peers.iter().map(|(id, _)| *id).min();
@@ -152,11 +198,8 @@ impl Node {
         let ephemeral = Arc::new(crate::ephemeral::Store::new());
         let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::default());
-        let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone());
-        let forwarder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(1))
-            .build()
-            .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
+        let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone(), options.max_queued_proposals);
+        let forwarder = peers;
         let node = Arc::new(Node {
             id,
             raft,
@@ -179,6 +222,10 @@ impl Node {
                 .filter(|(_, g)| **g == group)
                 .map(|(t, _)| t.clone())
                 .collect(),
+            internal_port: options.internal_port,
+            max_long_polls: options.max_long_polls,
+            peer_scheme,
+            client_addr,
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;

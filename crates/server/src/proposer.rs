@@ -7,7 +7,7 @@
 //! meanwhile into the next one (`Command::Batch`): one append, one fsync,
 //! many answers. An idle node proposes a lone request at once, unbatched.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -16,6 +16,8 @@ use regina_consensus::{LogStore, Raft};
 use regina_state::{Command, Entry, Outcome};
 use regina_types::limits::PROPOSAL_ANSWER_MS_MAX;
 use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use regina_types::limits::PROPOSER_QUEUE_BYTES_MAX;
 
 /// Entries proposed and not yet answered. Two keep openraft's core busy:
 /// while one is being fsynced the next is already queued behind it.
@@ -41,6 +43,9 @@ pub enum ProposeError {
     Storage(String),
     #[error("the outcome is unknown: {0}")]
     Unknown(String),
+    /// Refused before it was queued: nothing was written (429).
+    #[error("the node is overloaded, nothing was written; retry shortly: {0}")]
+    Overloaded(String),
 }
 
 /// The leader's clock for new entries: wall time, never behind the last
@@ -60,12 +65,24 @@ impl LeaderClock {
 
 struct Proposal {
     command: Command,
+    /// `command.approx_bytes()`, counted once.
+    bytes: usize,
     done: oneshot::Sender<Result<Outcome, ProposeError>>,
+}
+
+/// What waits for the batching task: requests and their rough bytes. Past
+/// either bound a proposal is refused (`Overloaded`) instead of queued, so
+/// a burst the log cannot keep up with costs no unbounded memory.
+struct Queue {
+    requests: AtomicUsize,
+    bytes: AtomicUsize,
+    max_requests: usize,
 }
 
 pub struct Proposer {
     tx: mpsc::UnboundedSender<Proposal>,
     slots: Arc<Semaphore>,
+    queue: Arc<Queue>,
     /// What this node's proposals wrote (the group's load while it leads).
     pub load: Arc<Written>,
 }
@@ -83,13 +100,16 @@ pub struct Hold {
 }
 
 impl Proposer {
-    /// Starts the batching task; it ends when the proposer is dropped.
-    pub fn start(raft: Raft, log: LogStore, clock: Arc<LeaderClock>) -> Proposer {
+    /// Starts the batching task; it ends when the proposer is dropped. At
+    /// most `max_queued` requests wait for it (`--max-queued-proposals`).
+    pub fn start(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, max_queued: usize) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let load = Arc::new(Written::default());
-        tokio::spawn(batch_loop(rx, raft, log, clock, slots.clone(), load.clone()));
-        Proposer { tx, slots, load }
+        let queue =
+            Arc::new(Queue { requests: AtomicUsize::new(0), bytes: AtomicUsize::new(0), max_requests: max_queued });
+        tokio::spawn(batch_loop(rx, raft, log, clock, slots.clone(), load.clone(), queue.clone()));
+        Proposer { tx, slots, queue, load }
     }
 
     /// Waits until every entry in flight is answered and keeps new ones
@@ -102,8 +122,22 @@ impl Proposer {
     /// Appends a command to the log and answers once it is durable and
     /// applied.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+        let bytes = command.approx_bytes();
+        let waiting = self.queue.requests.fetch_add(1, Ordering::AcqRel);
+        let waiting_bytes = self.queue.bytes.fetch_add(bytes, Ordering::AcqRel);
+        if waiting >= self.queue.max_requests || waiting_bytes + bytes > PROPOSER_QUEUE_BYTES_MAX {
+            self.queue.requests.fetch_sub(1, Ordering::AcqRel);
+            self.queue.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(ProposeError::Overloaded(format!(
+                "{waiting} requests ({waiting_bytes} bytes) already wait for the log (at most {} and \
+                 {PROPOSER_QUEUE_BYTES_MAX} bytes)",
+                self.queue.max_requests
+            )));
+        }
         let (done, answer) = oneshot::channel();
-        self.tx.send(Proposal { command, done }).map_err(|_| ProposeError::Unknown("the node is stopping".into()))?;
+        self.tx
+            .send(Proposal { command, bytes, done })
+            .map_err(|_| ProposeError::Unknown("the node is stopping".into()))?;
         match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
             Ok(answered) => answered.map_err(|_| ProposeError::Unknown("the node stopped before answering".into()))?,
             Err(_) => Err(ProposeError::Unknown(format!(
@@ -120,6 +154,7 @@ async fn batch_loop(
     clock: Arc<LeaderClock>,
     slots: Arc<Semaphore>,
     load: Arc<Written>,
+    queue: Arc<Queue>,
 ) {
     loop {
         // Wait for a request, then for a free slot: everything that arrives
@@ -127,13 +162,15 @@ async fn batch_loop(
         // so a hold can take them all.)
         let Some(first) = rx.recv().await else { return };
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
-        let mut bytes = first.command.approx_bytes();
+        let mut bytes = first.bytes;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
             let Ok(next) = rx.try_recv() else { break };
-            bytes += next.command.approx_bytes();
+            bytes += next.bytes;
             batch.push(next);
         }
+        queue.requests.fetch_sub(batch.len(), Ordering::AcqRel);
+        queue.bytes.fetch_sub(bytes, Ordering::AcqRel);
         let (raft, log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
         load.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
         tokio::spawn(async move {

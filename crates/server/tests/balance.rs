@@ -301,7 +301,7 @@ async fn placement_is_visible_and_steerable() {
         sdk.push(&[item]).await.expect("a push");
         i += 1;
     }
-    let leader3 = format!("http://{}", cluster.nodes[2].raft_addr());
+    let leader3 = cluster.nodes[2].base();
     assert_eq!(sdk.leader_hint().as_deref(), Some(leader3.as_str()), "the SDK follows group 5's leader");
 
     let v = groups_view(&c, &cluster, 2).await;
@@ -327,7 +327,7 @@ async fn placement_is_visible_and_steerable() {
     // Every answer names the group's leader, here and through a follower.
     let r =
         c.get(cluster.nodes[0].url("/api/v1/resources/queues")).header("x-queen-tenant", PINNED).send().await.unwrap();
-    assert_eq!(r.headers()["x-regina-leader"].to_str().unwrap(), cluster.nodes[2].raft_addr());
+    assert_eq!(r.headers()["x-regina-leader"].to_str().unwrap(), cluster.nodes[2].base().trim_start_matches("http://"));
     assert_eq!(r.headers()["x-regina-group"].to_str().unwrap(), "5");
 
     // Bad pins are refused with the reason.

@@ -267,3 +267,20 @@ pub const HANDOFF_WAIT_MS_MAX: u64 = 6_000;
 pub const CATCH_UP_LAG_ENTRIES_MAX: u64 = 256;
 /// Tenant names a group's view lists (all are counted).
 pub const TENANTS_LISTED_MAX: usize = 100;
+/// Shortest cluster token accepted, in bytes.
+pub const CLUSTER_TOKEN_BYTES_MIN: usize = 16;
+/// Longest token subject (`sub`) accepted and stamped as `producerSub`, in
+/// bytes; a token with a longer one is refused (401).
+pub const AUTH_SUBJECT_BYTES_MAX: usize = 1_024;
+/// Requests that may wait for a Raft group's proposer at once (default of
+/// `--max-queued-proposals`); past it a write is refused with 429 `overloaded`.
+pub const PROPOSER_QUEUE_REQUESTS_MAX: usize = 65_536;
+/// Rough bytes of the commands waiting for a Raft group's proposer at most;
+/// past it a write is refused with 429 `overloaded`.
+pub const PROPOSER_QUEUE_BYTES_MAX: usize = 1 << 30;
+/// Pops that may long-poll at once on a node (default of `--max-long-polls`);
+/// past it a pop that would wait is refused with 429 `overloaded`.
+pub const LONG_POLLS_MAX: usize = 10_000;
+/// Callers whose request rate a node tracks at once (with `--rate-limit`);
+/// a new caller past it is refused with 429 `rate_limited`.
+pub const RATE_LIMIT_CALLERS_MAX: usize = 100_000;

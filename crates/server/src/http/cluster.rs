@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -25,8 +25,8 @@ use regina_state::Command;
 /// The group-local route a group's leader makes a membership change on.
 pub const MEMBERS_PATH: &str = "/internal/raft/members";
 
-pub fn routes() -> Router<Arc<Node>> {
-    Router::new()
+pub fn routes() -> super::Routes {
+    super::Routes::default()
         .route("/api/v1/cluster", get(view))
         .route("/api/v1/cluster/members", post(add))
         .route("/api/v1/cluster/members/{id}", delete(remove))
@@ -193,7 +193,7 @@ async fn change_every_group(node: &Node, change: &MemberChange) -> Result<(), Me
         match group.wait_for_leader(std::time::Duration::from_secs(5)).await {
             Leader::Me => change_here(&group, change).await?,
             Leader::Other { addr, .. } => {
-                let url = format!("http://{addr}{}", group_path(group.group, MEMBERS_PATH));
+                let url = format!("{}://{addr}{}", node.peer_scheme, group_path(group.group, MEMBERS_PATH));
                 let sent = node.forwarder.post(&url).json(change).send().await;
                 let resp = sent.map_err(|e| ProposeError::Unknown(format!("group {}'s leader: {e}", group.group)))?;
                 if !resp.status().is_success() {

@@ -48,7 +48,7 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let total = rows.len();
     let mut messages = Vec::new();
     for (queue, e) in rows.into_iter().skip(offset).take(limit) {
-        let b = read_message(&node, e.pos, e.len)?;
+        let (b, producer_sub) = read_message(&node, e.pos, e.len)?;
         let data: Value = serde_json::from_str(super::render::payload_raw(b.payload).get()).unwrap_or(Value::Null);
         messages.push(json!({
             "id": uuid_string(&b.id),
@@ -58,6 +58,7 @@ pub async fn read(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
             "queue": queue,
             "consumerGroup": e.group,
             "data": data,
+            "producerSub": producer_sub,
             "errorMessage": e.error,
             "retryCount": e.attempts,
             "offset": e.offset,

@@ -35,6 +35,12 @@ impl ApiError {
         ApiError { status: StatusCode::NOT_FOUND, code, message: message.into() }
     }
 
+    /// 429 `overloaded` (with `Retry-After`): refused to protect the node;
+    /// nothing was done.
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::TOO_MANY_REQUESTS, code: "overloaded", message: message.into() }
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, code: "internal", message: message.into() }
     }
@@ -56,8 +62,13 @@ impl From<ProposeError> for ApiError {
             ProposeError::NoQuorum(_) => "no_quorum",
             ProposeError::Storage(_) => "storage_failed",
             ProposeError::Unknown(_) => "outcome_unknown",
+            ProposeError::Overloaded(_) => "overloaded",
         };
-        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, code, message: e.to_string() }
+        let status = match e {
+            ProposeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError { status, code, message: e.to_string() }
     }
 }
 
@@ -65,7 +76,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({ "error": self.message, "code": self.code });
         let mut resp = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp
@@ -108,8 +119,13 @@ impl KvError {
             ProposeError::NoQuorum(_) => "no_quorum",
             ProposeError::Storage(_) => "storage_failed",
             ProposeError::Unknown(_) => "outcome_unknown",
+            ProposeError::Overloaded(_) => "overloaded",
         };
-        KvError { status: StatusCode::SERVICE_UNAVAILABLE, code, reason, detail: e.to_string() }
+        let status = match e {
+            ProposeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        KvError { status, code, reason, detail: e.to_string() }
     }
 
     /// The same refusal worded as the transaction route words its errors
@@ -125,7 +141,7 @@ impl IntoResponse for KvError {
     fn into_response(self) -> Response {
         let body = json!({ "error": self.code, "reason": self.reason, "detail": self.detail });
         let mut resp = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp

@@ -35,9 +35,10 @@ pub const FORWARDED_HEADER: &str = "x-regina-forwarded-by";
 /// group over, and that it forwards once more to the new leader; such a
 /// request is never forwarded again.
 pub const HANDED_OVER_HEADER: &str = "x-regina-handed-over";
-/// On every answer of a client route: the Raft address (`HOST:PORT`, which
-/// serves every route) of the node leading the request's group, as the
-/// answering node knows it. Clients may send their next request there.
+/// On an answer of a client route: the client address (`HOST:PORT`) of the
+/// node leading the request's group, set by that leader itself and relayed
+/// by a follower that forwarded the request (the Raft address is no client
+/// door). Clients may send their next request there.
 pub const LEADER_HEADER: &str = "x-regina-leader";
 /// On every answer of a client route: the request's Raft group.
 pub const GROUP_HEADER: &str = "x-regina-group";
@@ -88,12 +89,15 @@ async fn route(node: &Node, mut req: Request, mut next: Next) -> Response {
     ApiError::from(ProposeError::NoLeader).into_response()
 }
 
-/// Names the group's leader on an answer (see [`LEADER_HEADER`]).
+/// Names the group's leader on an answer (see [`LEADER_HEADER`]): the
+/// leader names itself; a follower keeps the name its leader's answer
+/// carried.
 fn hint_leader(node: &Node, headers: &mut HeaderMap) {
-    // A node listening on 0.0.0.0 without --raft-addr has no address to name.
-    let named =
-        node.leader_addr().filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()));
-    if let Some(addr) = named.and_then(|a| HeaderValue::from_str(&a).ok()) {
+    // A node listening on 0.0.0.0 has no address to name.
+    let me = Some(&node.client_addr)
+        .filter(|_| node.is_leader())
+        .filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()));
+    if let Some(addr) = me.and_then(|a| HeaderValue::from_str(a).ok()) {
         headers.insert(LEADER_HEADER, addr);
     }
     headers.insert(GROUP_HEADER, HeaderValue::from(node.group));
@@ -141,7 +145,8 @@ async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
             Leader::Me => return Forwarded::Elected(Request::from_parts(parts, Body::from(body))),
             Leader::Unknown => return Forwarded::Answer(ApiError::from(ProposeError::NoLeader).into_response()),
         };
-        let mut out = node.forwarder.request(parts.method.clone(), format!("http://{addr}{path_and_query}"));
+        let mut out =
+            node.forwarder.request(parts.method.clone(), format!("{}://{addr}{path_and_query}", node.peer_scheme));
         for (name, value) in &parts.headers {
             // This node sets its own forwarding headers.
             let ours = [FORWARDED_HEADER, HANDED_OVER_HEADER, GROUP_HEADER].contains(&name.as_str());

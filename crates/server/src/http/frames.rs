@@ -50,7 +50,7 @@ pub fn encode(node: &Node, r: &PopResult, group: &str) -> ApiResult<Vec<u8>> {
         out.extend_from_slice(&first.attempt.to_le_bytes());
         out.extend_from_slice(&(c.messages.len() as u32).to_le_bytes());
         for d in &c.messages {
-            let b = read_message(node, d.pos, d.len)?;
+            let (b, _) = read_message(node, d.pos, d.len)?;
             let mut frame = Vec::with_capacity(b.payload.len() + 64);
             frame.push(if b.trace_id.is_some() { 1 } else { 0 });
             frame.extend_from_slice(&b.id);

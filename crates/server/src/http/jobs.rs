@@ -38,8 +38,13 @@ fn unavailable(e: ProposeError) -> JobsError {
         ProposeError::NoQuorum(_) => "no_quorum",
         ProposeError::Storage(_) => "storage_failed",
         ProposeError::Unknown(_) => "outcome_unknown",
+        ProposeError::Overloaded(_) => "overloaded",
     };
-    JobsError { status: StatusCode::SERVICE_UNAVAILABLE, code, message: e.to_string(), index: None, field: None }
+    let status = match e {
+        ProposeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    JobsError { status, code, message: e.to_string(), index: None, field: None }
 }
 
 fn internal(what: String) -> JobsError {

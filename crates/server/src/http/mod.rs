@@ -3,6 +3,7 @@
 mod ack;
 mod admin;
 mod binary;
+pub mod classes;
 pub mod cluster;
 mod dlq;
 mod ephemeral;
@@ -38,7 +39,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use serde_json::json;
 
@@ -47,8 +48,64 @@ use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 use crate::node::Node;
 
-pub fn router(node: Arc<Node>) -> Router {
-    Router::new()
+/// A router under construction that remembers the path of every route it
+/// is given, so that a test can walk them all against the class table
+/// ([`route_paths`]).
+pub struct Routes {
+    router: Router<Arc<Node>>,
+    paths: Vec<String>,
+}
+
+impl Default for Routes {
+    fn default() -> Self {
+        Routes { router: Router::new(), paths: Vec::new() }
+    }
+}
+
+impl Routes {
+    pub fn route(mut self, path: &str, method_router: MethodRouter<Arc<Node>>) -> Self {
+        self.router = self.router.route(path, method_router);
+        self.paths.push(path.to_string());
+        self
+    }
+
+    pub fn merge(mut self, other: Routes) -> Self {
+        self.router = self.router.merge(other.router);
+        self.paths.extend(other.paths);
+        self
+    }
+
+    /// Applies `f` (a layer) to every route added so far.
+    pub fn map(mut self, f: impl FnOnce(Router<Arc<Node>>) -> Router<Arc<Node>>) -> Self {
+        self.router = f(self.router);
+        self
+    }
+}
+
+/// Every route path the node's router serves, as registered.
+pub fn route_paths() -> Vec<String> {
+    let mut paths = routes().paths;
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// A Raft group's router. With `auth`, every route runs behind
+/// [`crate::auth::authorize`].
+pub fn router(node: Arc<Node>, auth: bool) -> Router {
+    let router = routes()
+        .router
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader));
+    // Outermost, so that a refused request is not forwarded first.
+    let router = if auth { router.layer(axum::middleware::from_fn(crate::auth::authorize)) } else { router };
+    // Outermost of all: a request no route could read is refused first.
+    router.layer(axum::middleware::from_fn(input::refuse_unreadable_requests)).with_state(node)
+}
+
+fn routes() -> Routes {
+    Routes::default()
         .route("/health", get(health::health))
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop", get(pop::pop_discovery))
@@ -91,14 +148,9 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(streams::routes())
         .merge(admin::routes())
         .merge(cluster::routes())
-        .fallback(no_such_route)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())
-        .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader))
-        .layer(axum::middleware::from_fn(input::refuse_unreadable_requests))
-        .with_state(node)
 }
 
 async fn no_such_route(uri: Uri) -> Response {

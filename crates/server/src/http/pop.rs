@@ -2,6 +2,7 @@
 //! namespace/task. A pop that claims is one log entry; a long poll that has
 //! nothing to claim waits on the applied-entry signal without writing.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -142,6 +143,32 @@ fn subscription(pairs: &[(String, String)], queue_mode: bool, now: u64) -> ApiRe
     }
 }
 
+/// Pops parked in a long poll on this node, all groups and tenants together.
+static LONG_POLLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A parked long poll, counted while it lives.
+struct Parked;
+
+impl Parked {
+    /// Counts one more, unless `max` already wait.
+    fn enter(max: usize) -> ApiResult<Parked> {
+        let before = LONG_POLLS.fetch_add(1, Ordering::AcqRel);
+        if before >= max {
+            LONG_POLLS.fetch_sub(1, Ordering::AcqRel);
+            return Err(ApiError::overloaded(format!(
+                "{before} pops already wait on this node (at most {max}); retry shortly or pop with wait=false"
+            )));
+        }
+        Ok(Parked)
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        LONG_POLLS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResult<Response> {
     let mut req = parse(&node, target, raw.as_deref())?;
     if let PopTarget::Queue { queue, .. } = &req.cmd.target {
@@ -152,6 +179,7 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
         }
     }
     let deadline = Instant::now() + req.timeout;
+    let mut parked = None;
     loop {
         let notified = node.shared.applied.notified();
         tokio::pin!(notified);
@@ -173,6 +201,9 @@ async fn run(node: Arc<Node>, target: PopTarget, raw: Option<String>) -> ApiResu
         let now = Instant::now();
         if !req.wait || now >= deadline {
             return respond(&node, &PopResult::default(), &req);
+        }
+        if parked.is_none() {
+            parked = Some(Parked::enter(node.max_long_polls)?);
         }
         let nap = RECHECK.min(deadline - now);
         tokio::select! {

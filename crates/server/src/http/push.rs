@@ -98,10 +98,16 @@ async fn store(node: &Node, mut items: Vec<PushItem>) -> ApiResult<Vec<regina_st
     }
 }
 
-/// Seals the payloads of items bound for queues with `encryptionEnabled`,
+/// Stamps every item with the request's producer (`crate::producer`) and
+/// seals the payloads of items bound for queues with `encryptionEnabled`,
 /// so neither the log nor the body files hold their plaintext.
 pub(super) fn seal_items<'a>(node: &Node, items: impl Iterator<Item = &'a mut PushItem>) {
-    let items: Vec<&mut PushItem> = items.collect();
+    let mut items: Vec<&mut PushItem> = items.collect();
+    if let Some(sub) = crate::auth::subject() {
+        for item in items.iter_mut() {
+            item.payload = crate::producer::stamp(&sub, &item.payload);
+        }
+    }
     let seal: Vec<bool> = {
         let m = node.tenant_state();
         items.iter().map(|i| m.queue(&i.queue).is_some_and(|q| q.options.encryption_enabled)).collect()

@@ -8,7 +8,6 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
 use openraft::Snapshot;
 use regina_consensus::network::{SnapshotTransfer, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use regina_storage::BodyStore;
@@ -22,8 +21,8 @@ use crate::node::Node;
 pub const STATE_PATH: &str = "/internal/state";
 pub const APPLIED_HEADER: &str = "x-regina-applied-index";
 
-pub fn routes() -> Router<Arc<Node>> {
-    Router::new()
+pub fn routes() -> super::Routes {
+    super::Routes::default()
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
@@ -31,7 +30,7 @@ pub fn routes() -> Router<Arc<Node>> {
         .route(STATE_PATH, get(applied_state))
         .route(super::cluster::MEMBERS_PATH, post(change_members))
         .route(crate::balance::CAMPAIGN_PATH, post(campaign))
-        .layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX))
+        .map(|r| r.layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX)))
 }
 
 async fn applied_state(State(node): State<Arc<Node>>) -> Response {

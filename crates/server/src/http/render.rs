@@ -11,13 +11,16 @@ use regina_types::time::format_iso;
 use super::error::{ApiError, ApiResult};
 use crate::node::Node;
 
-/// Reads one stored message: its body, decoded, with a sealed payload opened.
-pub fn read_message(node: &Node, pos: u64, len: u32) -> ApiResult<BodyRecord> {
+/// Reads one stored message: its body, decoded, with a sealed payload
+/// opened, and its producer (`producerSub`) when it was stamped with one.
+pub fn read_message(node: &Node, pos: u64, len: u32) -> ApiResult<(BodyRecord, Option<String>)> {
     let bytes =
         node.shared.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
     let mut b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
-    b.payload = node.sealer.open(std::mem::take(&mut b.payload)).map_err(ApiError::internal)?;
-    Ok(b)
+    let opened = node.sealer.open(std::mem::take(&mut b.payload)).map_err(ApiError::internal)?;
+    let (producer, payload) = crate::producer::unstamp(opened);
+    b.payload = payload;
+    Ok((b, producer))
 }
 
 pub fn uuid_string(b: &[u8; 16]) -> String {
@@ -67,13 +70,13 @@ pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> Ap
     let mut messages = Vec::with_capacity(r.message_count());
     for c in &r.claims {
         for d in &c.messages {
-            let b = read_message(node, d.pos, d.len)?;
+            let (b, producer_sub) = read_message(node, d.pos, d.len)?;
             messages.push(MessageJson {
                 id: uuid_string(&b.id),
                 transaction_id: b.transaction_id,
                 trace_id: b.trace_id.as_ref().map(uuid_string),
                 data: payload_raw(b.payload),
-                producer_sub: None,
+                producer_sub,
                 created_at: format_iso(b.created_ms),
                 partition_id: c.partition_id.to_string(),
                 partition: c.partition.clone(),

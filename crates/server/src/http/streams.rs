@@ -24,7 +24,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Router;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -43,8 +42,8 @@ use super::render::uuid_string;
 use super::streams_input as input;
 use crate::node::Node;
 
-pub fn routes() -> Router<Arc<Node>> {
-    Router::new()
+pub fn routes() -> super::Routes {
+    super::Routes::default()
         .route("/streams/v1/queries", post(register))
         .route("/streams/v1/state/get", post(state_get))
         .route("/streams/v1/cycle", post(cycle))

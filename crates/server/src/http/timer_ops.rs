@@ -244,6 +244,13 @@ pub fn parse_ops(node: &Node, list: &[Value]) -> Result<Vec<TimerOp>, Response> 
 /// `encryptionEnabled`, as a push seals message payloads: the fired message
 /// carries the sealed bytes, which every read opens.
 fn seal(node: &Node, ops: &mut [TimerOp]) {
+    for op in ops.iter_mut() {
+        match op {
+            TimerOp::Schedule(s) => crate::producer::stamp_current(&mut s.payload),
+            TimerOp::ScheduleAt(s) => crate::producer::stamp_current(&mut s.payload),
+            _ => {}
+        }
+    }
     let sealed: Vec<bool> = {
         let m = node.tenant_state();
         let encrypted = |q: &str| m.queue(q).is_some_and(|q| q.options.encryption_enabled);

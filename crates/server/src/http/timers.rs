@@ -125,6 +125,7 @@ fn error_json(queue: &str, e: &Option<TimerError>) -> Value {
 fn row_json(node: &Node, queue: &str, key: &str, r: &TimerRow) -> Result<Value, Response> {
     let encrypted = crate::sealing::is_sealed(&r.payload);
     let payload = node.sealer.open(r.payload.clone()).map_err(|e| ApiError::internal(e).into_response())?;
+    let (_, payload) = crate::producer::unstamp(payload);
     Ok(json!({
         "queue": queue,
         "timerKey": key,

@@ -24,6 +24,9 @@ pub struct ClusterNode {
     pub peers: String,
     /// Extra environment for the process (e.g. `REGINA_TENANCY`).
     pub env: Vec<(String, String)>,
+    /// The cluster token the node is started with (`REGINA_CLUSTER_TOKEN`)
+    /// and that the tests send to its Raft address.
+    pub cluster_token: String,
     child: Option<Child>,
 }
 
@@ -38,6 +41,11 @@ impl ClusterNode {
 
     pub fn raft_addr(&self) -> String {
         format!("127.0.0.1:{}", self.raft_port)
+    }
+
+    /// `path` at the node's Raft address (where internal routes live).
+    pub fn internal_url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.raft_port)
     }
 
     pub fn is_running(&self) -> bool {
@@ -55,7 +63,9 @@ impl ClusterNode {
         assert!(self.child.is_none(), "node {} is running", self.id);
         let marker = format!("starting node {}", self.id);
         let mut cmd = regina_command(self.http_port, &self.data_dir, &self.log_path, &marker).expect("a command");
-        cmd.args(["--node-id", &self.id.to_string(), "--raft-addr", &self.raft_addr()]).envs(self.env.iter().cloned());
+        cmd.args(["--node-id", &self.id.to_string(), "--raft-addr", &self.raft_addr()])
+            .env("REGINA_CLUSTER_TOKEN", &self.cluster_token)
+            .envs(self.env.iter().cloned());
         if !self.peers.is_empty() {
             cmd.args(["--peers", &self.peers]);
         }
@@ -115,6 +125,7 @@ impl Cluster {
     /// route).
     pub fn prepare(n: usize, peers: bool) -> Cluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        let token = format!("test-cluster-{}", uuid::Uuid::new_v4().simple());
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let list = ports
             .iter()
@@ -133,6 +144,7 @@ impl Cluster {
                 log_path: dir.path().join(format!("node{}.log", i + 1)),
                 peers: if peers { list.clone() } else { String::new() },
                 env: Vec::new(),
+                cluster_token: token.clone(),
                 child: None,
             })
             .collect();
@@ -186,7 +198,12 @@ pub const CONVERGE: Duration = Duration::from_secs(20);
 
 /// The decoded applied state of Raft group `group` of a node.
 pub async fn group_state(c: &reqwest::Client, node: &ClusterNode, group: u16) -> (u64, regina_state::State) {
-    let resp = c.get(node.url(&format!("/internal/g/{group}/state"))).send().await.expect("GET the state");
+    let resp = c
+        .get(node.internal_url(&format!("/internal/g/{group}/state")))
+        .header("x-regina-cluster-token", &node.cluster_token)
+        .send()
+        .await
+        .expect("GET the state");
     assert_eq!(resp.status(), 200);
     let index = resp.headers()["x-regina-applied-index"].to_str().unwrap().parse().unwrap();
     let bytes = resp.bytes().await.expect("state bytes");

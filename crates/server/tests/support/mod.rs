@@ -93,13 +93,21 @@ pub struct Broker {
     port: u16,
     data_dir: PathBuf,
     log_path: PathBuf,
+    /// Extra environment for the process (e.g. `JWT_ENABLED`).
+    env: Vec<(String, String)>,
 }
 
 impl Broker {
     /// Starts a broker on the workspace's data directory and waits until
     /// `/health` answers 200.
     pub fn start(ws: &Workspace) -> Broker {
-        let mut b = Broker { child: None, port: 0, data_dir: ws.data_dir(), log_path: ws.log_path() };
+        Broker::start_with(ws, &[])
+    }
+
+    /// [`Broker::start`] with extra environment for the process.
+    pub fn start_with(ws: &Workspace, env: &[(&str, &str)]) -> Broker {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut b = Broker { child: None, port: 0, data_dir: ws.data_dir(), log_path: ws.log_path(), env };
         b.launch(None);
         b
     }
@@ -185,6 +193,7 @@ impl Broker {
     fn try_launch(&self, port: u16) -> Result<Child, String> {
         let marker = format!("starting regina on port {port}");
         let mut child = regina_command(port, &self.data_dir, &self.log_path, &marker)?
+            .envs(self.env.iter().cloned())
             .spawn()
             .map_err(|e| format!("spawn regina: {e}"))?;
         let deadline = Instant::now() + START_TIMEOUT;

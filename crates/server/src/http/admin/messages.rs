@@ -72,14 +72,14 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     };
     let mut messages = Vec::with_capacity(rows.len());
     for r in rows {
-        let b = read_record(&node, r.meta.pos, r.meta.len)?;
+        let (b, producer_sub) = read_record(&node, r.meta.pos, r.meta.len)?;
         let data = payload_value(&b.payload);
         messages.push(json!({
             "id": uuid_string(&b.id),
             "transactionId": b.transaction_id,
             "txnHash": txn_hash_hex(r.meta.txn()),
             "traceId": b.trace_id.as_ref().map(uuid_string),
-            "producerSub": null,
+            "producerSub": producer_sub,
             "queue": r.queue,
             "partition": r.partition,
             "partitionId": r.partition_id.to_string(),
@@ -158,7 +158,7 @@ pub async fn detail(
         });
         (found, out)
     };
-    let b = read_record(&node, found.meta.pos, found.meta.len)?;
+    let (b, producer_sub) = read_record(&node, found.meta.pos, found.meta.len)?;
     // The index is keyed by a hash of the id; the body has the id itself.
     if b.transaction_id != txn {
         return Err(not_found());
@@ -166,7 +166,7 @@ pub async fn detail(
     let data = payload_value(&b.payload);
     out["id"] = json!(uuid_string(&b.id));
     out["traceId"] = json!(b.trace_id.as_ref().map(uuid_string));
-    out["producerSub"] = Value::Null;
+    out["producerSub"] = json!(producer_sub);
     out["payload"] = data.clone();
     out["data"] = data;
     Ok(Json(out))

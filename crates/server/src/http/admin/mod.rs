@@ -17,12 +17,11 @@ mod reads;
 mod resources;
 mod status;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::rejection::PathRejection;
 use axum::routing::{get, post};
-use axum::Router;
 use serde_json::{json, Value};
 
 use regina_state::views::StatusCounts;
@@ -37,9 +36,9 @@ use crate::node::Node;
 static STARTED: OnceLock<Instant> = OnceLock::new();
 
 /// The read-only administration routes.
-pub fn routes() -> Router<Arc<Node>> {
+pub fn routes() -> super::Routes {
     STARTED.get_or_init(Instant::now);
-    Router::new()
+    super::Routes::default()
         .route("/api/v1/resources/overview", get(resources::overview))
         .route("/api/v1/resources/namespaces", get(resources::namespaces))
         .route("/api/v1/resources/tasks", get(resources::tasks))
@@ -162,7 +161,7 @@ impl Window {
 }
 
 /// Reads and decodes one stored body.
-fn read_record(node: &Node, pos: u64, len: u32) -> ApiResult<BodyRecord> {
+fn read_record(node: &Node, pos: u64, len: u32) -> ApiResult<(BodyRecord, Option<String>)> {
     super::render::read_message(node, pos, len)
 }
 

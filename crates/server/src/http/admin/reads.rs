@@ -115,7 +115,7 @@ pub async fn fetch(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejec
     for ((queue, partition, _, _), plan) in asks.iter().zip(plans) {
         let mut records = Vec::with_capacity(plan.records.len());
         for (offset, meta) in &plan.records {
-            let b = read_record(&node, meta.pos, meta.len)?;
+            let (b, _) = read_record(&node, meta.pos, meta.len)?;
             records.push(json!({
                 "offset": offset,
                 "transactionId": b.transaction_id,
