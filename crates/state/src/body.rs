@@ -70,6 +70,10 @@ impl BodyRecord {
         id.copy_from_slice(b.get(0..16)?);
         let created_ms = u64::from_le_bytes(b.get(16..24)?.try_into().ok()?);
         let flags = *b.get(24)?;
+        // Unknown flag bits are not a body this version wrote.
+        if flags & !FLAG_TRACE != 0 {
+            return None;
+        }
         let mut at = 25;
         let trace_id = if flags & FLAG_TRACE != 0 {
             let mut t = [0u8; 16];

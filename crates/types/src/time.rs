@@ -25,9 +25,13 @@ pub fn parse_iso(s: &str) -> Option<Millis> {
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let year: i64 = s.get(0..4)?.parse().ok()?;
-    let month: u32 = s.get(5..7)?.parse().ok()?;
-    let day: u32 = s.get(8..10)?.parse().ok()?;
+    let number = |r: std::ops::Range<usize>| {
+        let part = s.get(r)?;
+        part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse::<u32>().ok()).flatten()
+    };
+    let year = i64::from(number(0..4)?);
+    let month = number(5..7)?;
+    let day = number(8..10)?;
     if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
         return None;
     }
@@ -62,10 +66,15 @@ fn parse_clock(clock: &str) -> Option<i64> {
         Some(i) => (&clock[..i], &clock[i + 1..]),
         None => (clock, ""),
     };
+    // Each part is one or two digits: no sign, no padding a parser would
+    // take (a minute of "-0366..." once overflowed the arithmetic below).
+    let digits = |p: &str| -> Option<i64> {
+        (!p.is_empty() && p.len() <= 2 && p.bytes().all(|b| b.is_ascii_digit())).then(|| p.parse().ok()).flatten()
+    };
     let mut parts = hms.split(':');
-    let h: i64 = parts.next()?.parse().ok()?;
-    let m: i64 = parts.next().unwrap_or("0").parse().ok()?;
-    let sec: i64 = parts.next().unwrap_or("0").parse().ok()?;
+    let h = digits(parts.next()?)?;
+    let m = parts.next().map_or(Some(0), digits)?;
+    let sec = parts.next().map_or(Some(0), digits)?;
     if parts.next().is_some() || h > 23 || m > 59 || sec > 60 {
         return None;
     }
@@ -156,6 +165,9 @@ mod tests {
         assert_eq!(parse_iso("2024-13-01T00:00:00Z"), None);
         // Offsets and dates no clock or calendar has.
         for bad in [
+            "2025-03-01T09:-0366333033333333325- 3:0",
+            "2024-03-01T+1:00:00Z",
+            "+202-03-01",
             "2024-03-01T10:00:00+99:99",
             "2024-03-01T10:00:00+24:00",
             "2024-03-01T10:00:00-00:60",
