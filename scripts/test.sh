@@ -25,7 +25,7 @@ count() { # tests a stage's log reports: nextest, cargo test or a scenario
   local log="$stage_logs/$1.log"
   { grep -oE '[0-9]+ tests? run: [0-9]+ passed' "$log" | awk '{s+=$4} END {if (NR) print s, "passed of", NR, "runs"}'
     grep -oE 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {if (NR) print s, "passed in", NR, "suites"}'
-    grep -oE '[0-9]+ passed, [0-9]+ failed' "$log" | awk '{s+=$1} END {if (NR) print s, "checks passed"}'
+    grep -oE '[0-9]+ passed, [0-9]+ failed|[0-9]+/[0-9]+ [a-z ]*checks passed' "$log" | awk '{s+=$1} END {if (NR) print s, "checks passed"}'
   } | head -1
 }
 
