@@ -66,6 +66,12 @@ impl LogStore {
         (entries.load(std::sync::atomic::Ordering::Relaxed), bytes.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// Appends to the shared WAL whose completion has not returned yet (all
+    /// groups together).
+    pub fn unfinished_appends(&self) -> u64 {
+        self.shared.wal.unfinished_appends()
+    }
+
     /// Why the shared WAL refuses writes, if it does.
     pub fn poisoned(&self) -> Option<String> {
         self.shared.wal.poisoned()

@@ -46,6 +46,7 @@ pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> 
     std::fs::create_dir_all(data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", data_dir.display()))?;
     check_group_count(data_dir, groups)?;
+    crate::ids::use_clock(options.clock.clone());
     let wal = WalOptions { fsync: options.fsync, ..WalOptions::default() };
     let logs = LogStore::open_groups(&data_dir.join("raft"), groups, wal, Arc::new(RealIo))?;
     let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));

@@ -8,12 +8,36 @@
 //! monotonic method of RFC 9562 §6.2). Messages of one push share their
 //! `createdAt`, and the clients' stream SDKs order a partition's messages by
 //! (`createdAt`, id), so ids minted in order must sort in order.
+//!
+//! The millisecond comes from the node's [`Clock`], which the node installs
+//! here when it opens ([`use_clock`]): one minter per process, because ids
+//! must rise across all of its Raft groups.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use uuid::Uuid;
+
+use crate::clock::{Clock, SystemClock};
+
+/// The clock ids take their millisecond from; the wall clock until a node
+/// installs its own.
+static CLOCK: RwLock<Option<Arc<dyn Clock>>> = parking_lot::const_rwlock(None);
+
+/// Makes ids take their time from `clock` from now on. Ids still never go
+/// back: a clock behind the last id only slows the millisecond down.
+pub fn use_clock(clock: Arc<dyn Clock>) {
+    *CLOCK.write() = Some(clock);
+}
+
+fn now_ms() -> u64 {
+    match &*CLOCK.read() {
+        Some(clock) => clock.now_ms(),
+        None => SystemClock.now_ms(),
+    }
+}
 
 thread_local! {
     static STATE: Cell<u64> = Cell::new(seed());
@@ -41,8 +65,7 @@ static LAST: AtomicU64 = AtomicU64::new(0);
 
 /// The next (millisecond, sequence) pair, above every one handed out before.
 fn next_stamp() -> u64 {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    let floor = ms << 12;
+    let floor = now_ms() << 12;
     let mut prev = LAST.load(Ordering::Relaxed);
     loop {
         let next = floor.max(prev + 1);

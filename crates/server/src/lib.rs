@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod balance;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod edge;
@@ -62,6 +63,21 @@ pub async fn serve_with_raft(
         tracing::warn!("fsync is off: answered writes may be lost if the machine crashes (for measurements only)");
     }
     let nodes = groups::open(data_dir, addr.to_string(), &options).await?;
+    tracing::info!("regina data in {}", data_dir.display());
+    serve_nodes(listener, raft_listener, nodes, options, shutdown).await
+}
+
+/// Serves the Raft groups `nodes` (as [`groups::open`] opened them) on
+/// `listener` until `shutdown` resolves, then stops them cleanly. Tests
+/// that need a handle on the groups open them first and serve them here.
+pub async fn serve_nodes(
+    listener: TcpListener,
+    raft_listener: Option<TcpListener>,
+    nodes: Vec<Arc<node::Node>>,
+    options: NodeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
     for node in &nodes {
         node.spawn_background();
         node.spawn_timer_driver();
@@ -69,11 +85,7 @@ pub async fn serve_with_raft(
     balance::spawn(nodes.clone());
     let node = nodes[0].clone();
     let scheme = if options.tls.is_some() { "https" } else { "http" };
-    tracing::info!(
-        "regina serving on {scheme}://{addr} with data in {} ({} Raft groups)",
-        data_dir.display(),
-        nodes.len()
-    );
+    tracing::info!("regina serving on {scheme}://{addr} ({} Raft groups)", nodes.len());
     let auth = options.auth.clone();
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone(), auth.is_some())).collect::<Vec<_>>());
     if auth.is_some() {

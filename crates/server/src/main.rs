@@ -67,6 +67,7 @@ fn main() {
             max_long_polls: config.max_long_polls,
             rate_limit: config.rate_limit,
             rate_burst: config.rate_burst,
+            clock: regina_server::clock::system(),
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
     });

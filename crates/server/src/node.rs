@@ -19,8 +19,9 @@ use regina_consensus::network::HttpNetwork;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
 use regina_state::{Command, Outcome, State};
 
+use crate::clock::LeaderClock;
 pub use crate::proposer::ProposeError;
-use crate::proposer::{LeaderClock, Proposer};
+use crate::proposer::Proposer;
 
 /// Entries between snapshots (openraft's own trigger).
 const SNAPSHOT_EVERY_ENTRIES: u64 = 20_000;
@@ -77,6 +78,9 @@ pub struct NodeOptions {
     /// Requests a caller may send at once beyond its rate (default: one
     /// second's worth).
     pub rate_burst: Option<u32>,
+    /// Where the leader's stamps, minted ids and reads take their time
+    /// (the wall clock; tests give a `TokioClock` on a paused runtime).
+    pub clock: Arc<dyn crate::clock::Clock>,
 }
 
 impl Default for NodeOptions {
@@ -99,6 +103,7 @@ impl Default for NodeOptions {
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
             rate_limit: 0,
             rate_burst: None,
+            clock: crate::clock::system(),
         }
     }
 }
@@ -195,9 +200,9 @@ impl Node {
             }
         }
         let (stopping, _) = tokio::sync::watch::channel(false);
-        let ephemeral = Arc::new(crate::ephemeral::Store::new());
+        let ephemeral = Arc::new(crate::ephemeral::Store::with_clock(options.clock.clone()));
         let tenant_ephemeral = Default::default();
-        let clock = Arc::new(LeaderClock::default());
+        let clock = Arc::new(LeaderClock::new(options.clock.clone()));
         let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone(), options.max_queued_proposals);
         let forwarder = peers;
         let node = Arc::new(Node {
@@ -264,6 +269,12 @@ impl Node {
         self.clock.stamp()
     }
 
+    /// The time a read judges leases and lifetimes against: the node's
+    /// clock, never behind the newest applied entry.
+    pub fn read_time(&self, state_now_ms: u64) -> u64 {
+        self.clock.read_time(state_now_ms)
+    }
+
     /// Appends a command to the log and answers once it is durable and
     /// applied (batched with whatever else is being proposed).
     /// A command proposed while handling a request acts for the request's
@@ -304,7 +315,12 @@ impl Node {
     pub fn ephemeral(&self) -> Arc<crate::ephemeral::Store> {
         match crate::tenant::current() {
             None => self.ephemeral.clone(),
-            Some(t) => self.tenant_ephemeral.lock().entry(t).or_default().clone(),
+            Some(t) => self
+                .tenant_ephemeral
+                .lock()
+                .entry(t)
+                .or_insert_with(|| Arc::new(crate::ephemeral::Store::with_clock(self.clock.source())))
+                .clone(),
         }
     }
 

@@ -9,11 +9,12 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use openraft::error::{ClientWriteError, RaftError};
 use regina_consensus::{LogStore, Raft};
 use regina_state::{Command, Entry, Outcome};
+
+use crate::clock::LeaderClock;
 use regina_types::limits::PROPOSAL_ANSWER_MS_MAX;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -46,21 +47,6 @@ pub enum ProposeError {
     /// Refused before it was queued: nothing was written (429).
     #[error("the node is overloaded, nothing was written; retry shortly: {0}")]
     Overloaded(String),
-}
-
-/// The leader's clock for new entries: wall time, never behind the last
-/// stamp (the state machine also refuses to go back).
-#[derive(Default)]
-pub struct LeaderClock {
-    last: AtomicU64,
-}
-
-impl LeaderClock {
-    pub fn stamp(&self) -> u64 {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let prev = self.last.fetch_max(wall, Ordering::AcqRel);
-        prev.max(wall)
-    }
 }
 
 struct Proposal {

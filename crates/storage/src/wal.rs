@@ -87,6 +87,9 @@ impl WalOptions {
     }
 }
 
+/// See [`Wal::unfinished_appends_in_process`].
+static UNFINISHED_IN_PROCESS: AtomicU64 = AtomicU64::new(0);
+
 /// Completion callback of [`Wal::append`].
 pub type AppendDone = Box<dyn FnOnce(Result<Vec<RecordPos>, WalError>) + Send>;
 
@@ -111,6 +114,8 @@ struct Shared {
     /// Set once, by the first failed write or fsync; never cleared.
     poison: OnceLock<String>,
     bytes_written: AtomicU64,
+    /// Appends queued whose completion has not returned yet.
+    unfinished: Arc<AtomicU64>,
     /// Segments that may hold records (the active one and older), for reads
     /// and release. Spares are added when the writer moves into them.
     segments: RwLock<BTreeMap<u64, Arc<File>>>,
@@ -149,9 +154,29 @@ impl Wal {
             drop(queue);
             return done(Err(WalError::Closed));
         }
+        let unfinished = Arc::clone(&self.shared.unfinished);
+        unfinished.fetch_add(1, Ordering::AcqRel);
+        UNFINISHED_IN_PROCESS.fetch_add(1, Ordering::AcqRel);
+        let done: AppendDone = Box::new(move |result| {
+            done(result);
+            unfinished.fetch_sub(1, Ordering::AcqRel);
+            UNFINISHED_IN_PROCESS.fetch_sub(1, Ordering::AcqRel);
+        });
         queue.pending.push_back(Request { records, bytes, done });
         drop(queue);
         self.shared.wake.notify_one();
+    }
+
+    /// Appends queued whose completion has not returned yet.
+    pub fn unfinished_appends(&self) -> u64 {
+        self.shared.unfinished.load(Ordering::Acquire)
+    }
+
+    /// Appends queued to any WAL of this process whose completion has not
+    /// returned yet. A runtime on a paused clock waits for this to reach
+    /// zero before it lets time jump, so a write takes no virtual time.
+    pub fn unfinished_appends_in_process() -> u64 {
+        UNFINISHED_IN_PROCESS.load(Ordering::Acquire)
     }
 
     /// [`Wal::append`], blocking until the records are durable.

@@ -43,9 +43,7 @@ pub use options::{Options, Policy, Window};
 use partition::Settle;
 use queue::Queue;
 use types::parse_id;
-pub use types::{
-    check_name, AckOutcome, AckStatus, Clock, Delivered, EphemeralError, ErrorKind, PopRequest, Popped, WallClock,
-};
+pub use types::{check_name, AckOutcome, AckStatus, Clock, Delivered, EphemeralError, ErrorKind, PopRequest, Popped};
 
 /// Partition of a push or pop that names none.
 pub const DEFAULT_PARTITION: &str = "Default";
@@ -112,7 +110,7 @@ impl Default for Store {
 
 impl Store {
     pub fn new() -> Store {
-        Store::with_clock(Arc::new(WallClock))
+        Store::with_clock(crate::clock::system())
     }
 
     pub fn with_clock(clock: Arc<dyn Clock>) -> Store {

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use super::*;
 use regina_types::limits::{EPHEMERAL_IDLE_MS, EPHEMERAL_SWEEP_INTERVAL_MS};
 
+#[derive(Debug)]
 struct ManualClock(AtomicU64);
 
 impl Clock for ManualClock {

@@ -2,25 +2,12 @@
 //! and an ack ask and answer.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Notify;
 
 use regina_types::limits::{EPHEMERAL_NAME_BYTES_MAX, EPHEMERAL_NODE_BYTES_MAX};
 
-/// Where the store's time comes from.
-pub trait Clock: Send + Sync {
-    fn now_ms(&self) -> u64;
-}
-
-/// The wall clock, in Unix milliseconds.
-pub struct WallClock;
-
-impl Clock for WallClock {
-    fn now_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-    }
-}
+pub use crate::clock::Clock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {

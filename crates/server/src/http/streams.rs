@@ -16,7 +16,6 @@
 //!   state, in partition id order, a page at a time (a read).
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -75,12 +74,6 @@ fn no_such_query(id: &str) -> Response {
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
 
-/// Wall time, never behind the newest applied entry.
-fn now_ms(state_now_ms: u64) -> u64 {
-    let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    wall.max(state_now_ms)
-}
-
 async fn register(State(node): State<Arc<Node>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
     let cmd = input::register(&bytes, crate::ids::new_id().to_string())?;
@@ -134,7 +127,7 @@ async fn partitions(State(node): State<Arc<Node>>, body: Result<Bytes, BytesReje
     let req = input::partitions(&bytes)?;
     let state = node.tenant_state();
     let Some(query) = state.streams.query(&req.query_id) else { return Ok(no_such_query(&req.query_id)) };
-    let untouched_since = req.untouched_for_ms.map(|ms| now_ms(state.now_ms).saturating_sub(ms));
+    let untouched_since = req.untouched_for_ms.map(|ms| node.read_time(state.now_ms).saturating_sub(ms));
     let (held, more) = query.held_partitions(req.after, untouched_since, req.limit);
     let listed: Vec<Value> = held
         .iter()

@@ -46,6 +46,7 @@ impl Wal {
             wake: Condvar::new(),
             poison: OnceLock::new(),
             bytes_written: AtomicU64::new(0),
+            unfinished: Arc::default(),
             current_segment: AtomicU64::new(layout.active.seq),
             segments: RwLock::new(layout.readable),
         });

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use regina_state::views::{self, Lane};
 use regina_types::time::format_iso;
 
-use super::{bad_path, iso_opt, now_ms, param};
+use super::{bad_path, iso_opt, param};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::query_pairs;
 use crate::node::Node;
@@ -41,7 +41,7 @@ fn lane_lag(now: u64, l: &Lane) -> u64 {
 pub async fn list(State(node): State<Arc<Node>>) -> Json<Value> {
     let m = node.tenant_state();
     let s = &*m;
-    let now = now_ms(s.now_ms);
+    let now = node.read_time(s.now_ms);
     let mut lanes: BTreeMap<(String, String), Vec<Lane>> = BTreeMap::new();
     for l in views::lanes(s, None, now) {
         lanes.entry((l.group.clone(), l.queue.clone())).or_default().push(l);
@@ -94,7 +94,7 @@ pub async fn detail(
     let Path(group) = path.map_err(bad_path)?;
     let m = node.tenant_state();
     let s = &*m;
-    let now = now_ms(s.now_ms);
+    let now = node.read_time(s.now_ms);
     let mut out = serde_json::Map::new();
     for (qname, qid) in &s.queue_names {
         let q = &s.queues[qid];
@@ -152,7 +152,7 @@ pub async fn lagging(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Ap
     };
     let rows = {
         let m = node.tenant_state();
-        views::lagging(&m, min, now_ms(m.now_ms))
+        views::lagging(&m, min, node.read_time(m.now_ms))
     };
     let out: Vec<Value> = rows
         .into_iter()

@@ -12,7 +12,7 @@ use regina_state::views::{self, MessageFilter, MessageStatus, QueueView};
 use regina_types::time::format_iso;
 use regina_types::QUEUE_MODE_GROUP;
 
-use super::{bad_path, now_ms, param, param_time, payload_value, read_record};
+use super::{bad_path, param, param_time, payload_value, read_record};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{query_pairs, query_u64};
 use crate::http::queues::options_json;
@@ -67,7 +67,7 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let offset = query_u64(&pairs, "offset", 0, OFFSET_MAX)?.unwrap_or(0) as usize;
     let (rows, mix) = {
         let m = node.tenant_state();
-        let now = now_ms(m.now_ms);
+        let now = node.read_time(m.now_ms);
         (views::messages(&m, &filter, offset, limit, now), views::reader_mix(&m, filter.queue))
     };
     let mut messages = Vec::with_capacity(rows.len());
@@ -119,7 +119,7 @@ pub async fn detail(
     let (found, mut out) = {
         let m = node.tenant_state();
         let s = &*m;
-        let now = now_ms(s.now_ms);
+        let now = node.read_time(s.now_ms);
         let found = views::locate(s, pid, &txn).ok_or_else(not_found)?;
         let q = &s.queues[&found.queue_id];
         let p = &q.partitions[found.pidx as usize];

@@ -16,7 +16,7 @@ use serde_json::json;
 use regina_state::views::{self, QueueSummary, StatusCounts};
 
 use super::process::ProcessFigures;
-use super::{now_ms, uptime_seconds};
+use super::uptime_seconds;
 use crate::node::Node;
 
 const PROMETHEUS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -63,7 +63,7 @@ fn group_figures(node: &Node) -> Vec<GroupFigures> {
 fn gather(node: &Node) -> Figures {
     let (queues, leases, applied_entries, timers_pending, timers_failed, jobs) = {
         let m = node.tenant_state();
-        let now = now_ms(m.now_ms);
+        let now = node.read_time(m.now_ms);
         let live = m.leases.values().filter(|l| l.expires_ms > now).count() as u64;
         let (pending, failed) = (m.timers.pending_count() as u64, m.timers.failed_count() as u64);
         (views::queue_summaries(&m, now), live, m.applied_entries, pending, failed, m.jobs.stored_totals())

@@ -18,7 +18,7 @@ mod resources;
 mod status;
 
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::extract::rejection::PathRejection;
 use axum::routing::{get, post};
@@ -62,14 +62,6 @@ pub fn routes() -> super::Routes {
         .route("/metrics/prometheus", get(metrics::prometheus))
         .route("/api/v1/fetch", post(reads::fetch))
         .route("/api/v1/partitions/changed", post(reads::changed))
-}
-
-/// Wall time, never behind the newest applied entry: leases are judged
-/// against it, and a lease must read as lapsed once its expiry has passed
-/// even if nothing has been applied since.
-fn now_ms(state_now_ms: u64) -> u64 {
-    let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    wall.max(state_now_ms)
 }
 
 fn uptime_seconds() -> u64 {

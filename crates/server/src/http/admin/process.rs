@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use regina_state::views;
 use regina_types::time::format_iso;
 
-use super::{now_ms, uptime_seconds, Window};
+use super::{uptime_seconds, Window};
 use crate::http::error::ApiResult;
 use crate::http::input::query_pairs;
 use crate::node::Node;
@@ -67,7 +67,7 @@ pub async fn system_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery
     let pairs = query_pairs(q.as_deref())?;
     let (now, applied) = {
         let m = node.tenant_state();
-        (now_ms(m.now_ms), m.applied_entries)
+        (node.read_time(m.now_ms), m.applied_entries)
     };
     let w = Window::parse(&pairs, now)?;
     let raft = node.raft.metrics().borrow().clone();
@@ -101,7 +101,7 @@ pub async fn system_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery
 pub async fn worker_metrics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiResult<Json<Value>> {
     let pairs = query_pairs(q.as_deref())?;
     let m = node.tenant_state();
-    let now = now_ms(m.now_ms);
+    let now = node.read_time(m.now_ms);
     let w = Window::parse(&pairs, now)?;
     // lease id -> (expiry, queues, partitions, messages)
     let mut workers: BTreeMap<String, (u64, Vec<String>, u64, u64)> = BTreeMap::new();

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use regina_state::views::{self, QueueSummary, QueueView};
 use regina_types::time::format_iso;
 
-use super::{bad_path, counts_json, iso_opt, now_ms, param, queue_not_found};
+use super::{bad_path, counts_json, iso_opt, param, queue_not_found};
 use crate::http::error::ApiResult;
 use crate::http::input::{query_pairs, query_u64};
 use crate::http::queues::options_json;
@@ -54,7 +54,7 @@ pub async fn list(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> ApiRe
     let offset = query_u64(&pairs, "offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
     let rows: Vec<QueueSummary> = {
         let m = node.tenant_state();
-        let now = now_ms(m.now_ms);
+        let now = node.read_time(m.now_ms);
         m.queue_names
             .iter()
             .filter(|(name, _)| search.is_none_or(|s| name.contains(s)))
@@ -81,7 +81,7 @@ pub async fn detail(
 ) -> ApiResult<Json<Value>> {
     let Path(name) = path.map_err(bad_path)?;
     let m = node.tenant_state();
-    let now = now_ms(m.now_ms);
+    let now = node.read_time(m.now_ms);
     let q = m.queue(&name).ok_or_else(|| queue_not_found(&name))?;
     let view = QueueView::new(q, now);
     let s = views::queue_summary(q, now);
@@ -149,7 +149,7 @@ pub async fn depth(
     let pairs = query_pairs(q.as_deref())?;
     let group = param(&pairs, "group");
     let m = node.tenant_state();
-    let now = now_ms(m.now_ms);
+    let now = node.read_time(m.now_ms);
     let q = m.queue(&name).ok_or_else(|| queue_not_found(&name))?;
     let view = QueueView::new(q, now);
     let gid = group.and_then(|g| q.group_index.get(g).copied());

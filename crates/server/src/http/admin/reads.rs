@@ -3,7 +3,9 @@
 //! cursor: they read the applied state and the body files, nothing else.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

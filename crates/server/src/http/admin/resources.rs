@@ -12,7 +12,7 @@ use regina_state::views::{self, QueueSummary, StatusCounts};
 use regina_state::State as MachineState;
 use regina_types::time::format_iso;
 
-use super::{counts_json, iso_opt, now_ms, param};
+use super::{counts_json, iso_opt, param};
 use crate::http::error::ApiResult;
 use crate::http::input::{query_pairs, query_u64};
 use crate::node::Node;
@@ -28,7 +28,7 @@ const PARTITIONS_MAX: u64 = 10_000;
 pub async fn overview(State(node): State<Arc<Node>>) -> Json<Value> {
     let m = node.tenant_state();
     let s = &*m;
-    let now = now_ms(s.now_ms);
+    let now = node.read_time(s.now_ms);
     let summaries = views::queue_summaries(s, now);
     let mut counts = StatusCounts::default();
     for q in &summaries {
@@ -93,14 +93,14 @@ fn by_label(s: &MachineState, now: u64, label: fn(&QueueSummary) -> &Option<Stri
 /// `GET /api/v1/resources/namespaces`: every namespace a queue carries.
 pub async fn namespaces(State(node): State<Arc<Node>>) -> Json<Value> {
     let m = node.tenant_state();
-    let rows = by_label(&m, now_ms(m.now_ms), |q| &q.namespace);
+    let rows = by_label(&m, node.read_time(m.now_ms), |q| &q.namespace);
     Json(json!({ "namespaces": rows, "total": rows.len() }))
 }
 
 /// `GET /api/v1/resources/tasks`: every task a queue carries.
 pub async fn tasks(State(node): State<Arc<Node>>) -> Json<Value> {
     let m = node.tenant_state();
-    let rows = by_label(&m, now_ms(m.now_ms), |q| &q.task);
+    let rows = by_label(&m, node.read_time(m.now_ms), |q| &q.task);
     Json(json!({ "tasks": rows, "total": rows.len() }))
 }
 
@@ -115,7 +115,7 @@ pub async fn partitions(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) ->
     let limit = query_u64(&pairs, "limit", 1, PARTITIONS_MAX)?.unwrap_or(PARTITIONS_DEFAULT) as usize;
     let (rows, now) = {
         let m = node.tenant_state();
-        let now = now_ms(m.now_ms);
+        let now = node.read_time(m.now_ms);
         (views::ranked_partitions(&m, queue, limit, now), now)
     };
     let out: Vec<Value> = rows

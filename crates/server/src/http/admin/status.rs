@@ -21,7 +21,7 @@ use regina_state::views::{self, StatusCounts};
 use regina_state::State as MachineState;
 use regina_types::time::format_iso;
 
-use super::{bad_path, counts_json, iso_opt, now_ms, param, queue_not_found, Window};
+use super::{bad_path, counts_json, iso_opt, param, queue_not_found, Window};
 use crate::http::error::ApiResult;
 use crate::http::input::{query_pairs, query_u64};
 use crate::http::queues::options_json;
@@ -56,7 +56,7 @@ pub async fn overall(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Ap
     let pairs = query_pairs(q.as_deref())?;
     let m = node.tenant_state();
     let s = &*m;
-    let now = now_ms(s.now_ms);
+    let now = node.read_time(s.now_ms);
     let w = Window::parse(&pairs, now)?;
     let (throughput, ingested, dead_in_window) = series(s, None, &w);
     let summaries = views::queue_summaries(s, now);
@@ -109,7 +109,7 @@ pub async fn queues(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> Api
     let limit = query_u64(&pairs, "limit", 1, QUEUES_LIMIT_MAX)?.unwrap_or(QUEUES_LIMIT_DEFAULT) as usize;
     let offset = query_u64(&pairs, "offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
     let m = node.tenant_state();
-    let now = now_ms(m.now_ms);
+    let now = node.read_time(m.now_ms);
     let rows: Vec<_> = views::queue_summaries(&m, now)
         .into_iter()
         .filter(|q| namespace.is_none_or(|n| q.namespace.as_deref() == Some(n)))
@@ -155,7 +155,7 @@ pub async fn queue(
     let pairs = query_pairs(q.as_deref())?;
     let m = node.tenant_state();
     let s = &*m;
-    let now = now_ms(s.now_ms);
+    let now = node.read_time(s.now_ms);
     let w = Window::parse(&pairs, now)?;
     let q = s.queue(&name).ok_or_else(|| queue_not_found(&name))?;
     let sum = views::queue_summary(q, now);
@@ -201,7 +201,7 @@ pub async fn analytics(State(node): State<Arc<Node>>, RawQuery(q): RawQuery) -> 
     let queue = param(&pairs, "queue");
     let m = node.tenant_state();
     let s = &*m;
-    let w = Window::parse(&pairs, now_ms(s.now_ms))?;
+    let w = Window::parse(&pairs, node.read_time(s.now_ms))?;
     if let Some(name) = queue {
         s.queue(name).ok_or_else(|| queue_not_found(name))?;
     }
