@@ -39,9 +39,9 @@ pub struct Config {
     /// trials only: anyone who reaches that address can then read the state
     /// and vote).
     pub insecure_cluster: bool,
-    /// Bearer-token settings (`crate::auth::settings`), Queen's names
+    /// Bearer-token settings (`crate::doors::auth::settings`), Queen's names
     /// included.
-    pub auth: crate::auth::AuthSettings,
+    pub auth: crate::doors::auth::AuthSettings,
     /// Requests per second per caller (0: no limit) and the burst allowed.
     pub rate_limit: u32,
     pub rate_burst: Option<u32>,
@@ -82,7 +82,7 @@ impl Default for Config {
             tenant_groups: Default::default(),
             cluster_token: None,
             insecure_cluster: false,
-            auth: crate::auth::AuthSettings::default(),
+            auth: crate::doors::auth::AuthSettings::default(),
             rate_limit: 0,
             rate_burst: None,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
@@ -239,7 +239,7 @@ impl Config {
                 c.apply(flag, Some(v), &mut token_file)?;
             }
         }
-        c.auth = crate::auth::AuthSettings::from_env(&env)?;
+        c.auth = crate::doors::auth::AuthSettings::from_env(&env)?;
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let (flag, inline) = match a.split_once('=') {
@@ -292,7 +292,7 @@ impl Config {
             "--rate-burst" => self.rate_burst = Some(parse_count(flag, &v()?, 1)? as u32),
             "--max-long-polls" => self.max_long_polls = parse_count(flag, &v()?, 1)?,
             "--max-queued-proposals" => self.max_queued_proposals = parse_count(flag, &v()?, 1)?,
-            other => match crate::auth::AuthSettings::flag(other) {
+            other => match crate::doors::auth::AuthSettings::flag(other) {
                 Some(setting) => self.auth.set(setting, v()?),
                 None => return Err(format!("unknown argument {other}\n\n{USAGE}")),
             },
@@ -322,7 +322,7 @@ impl Config {
                 .into());
         }
         // Keys and algorithms are checked now, so a mistake stops the start.
-        crate::auth::Auth::from_settings(&self.auth)?;
+        crate::doors::auth::Auth::from_settings(&self.auth)?;
         Ok(())
     }
 
@@ -389,7 +389,7 @@ pub fn parse_tenant_groups(v: &str) -> Result<std::collections::BTreeMap<String,
     let mut pins = std::collections::BTreeMap::new();
     for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (tenant, group) = part.split_once('=').ok_or(format!("--tenant-groups: {part:?} is not TENANT=GROUP"))?;
-        let tenant = match crate::tenant::parse(Some(tenant.trim().as_bytes())) {
+        let tenant = match crate::http::tenant_header::parse(Some(tenant.trim().as_bytes())) {
             Ok(Some(t)) => t,
             _ => return Err(format!("--tenant-groups: {tenant:?} is not a tenant name")),
         };

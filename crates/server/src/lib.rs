@@ -1,32 +1,36 @@
-//! The Regina node: configuration, the Raft-backed node, and the HTTP routes.
+//! The Regina server: the doors, the HTTP layer and the `regina` binary,
+//! around the node core (`regina_node`).
 //!
-//! A write flows: HTTP handler validates and builds a `Command` → [`node`]
-//! stamps the leader's time and proposes it to openraft → the log store
-//! group-commits it to the WAL (fdatasync) → openraft commits and applies it
-//! to the pure state machine → the outcome comes back to the handler, which
-//! renders it (reading message bodies from the body files).
+//! Floor plan, from the outside in:
+//! - `main.rs`, [`cli`], [`config`]: the binary; flags and environment
+//!   become [`NodeOptions`] (the node core) and [`DoorOptions`] (who may
+//!   come in).
+//! - [`doors`]: the two listeners (client port, Raft address behind the
+//!   cluster token), bearer tokens and roles ([`doors::auth`]), per-caller
+//!   rates ([`doors::throttle`]), TLS ([`doors::tls`]).
+//! - [`http`]: the only layer that knows requests, headers and HTTP
+//!   errors: dispatch to a Raft group, forwarding to its leader, the routes
+//!   ([`http`]'s `routes/`) and the helpers they share.
+//! - `regina_node` (its own crate, below all of this): the Raft groups'
+//!   replicas, the proposer, the clock and ids, the time-driven entries,
+//!   membership, leadership balancing, tenants, sealing and the ephemeral
+//!   store. It never imports anything from here.
+//!
+//! A write flows: a door admits the request → [`http::dispatch`] picks the
+//! tenant's Raft group → `http::forward` relays it to the group's leader
+//! if this node is not → the route validates the input and builds a
+//! `Command` → `Replica::propose` → the proposer batches and stamps it →
+//! openraft appends it to the WAL (group commit, fdatasync) and commits it
+//! on a majority → the state machine applies it → the outcome comes back to
+//! the route, which renders it (reading message bodies from the body files).
 //!
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
-pub mod auth;
-pub mod balance;
 pub mod cli;
-pub mod clock;
-pub mod cluster;
 pub mod config;
-pub mod edge;
-pub mod ephemeral;
-pub mod groups;
+pub mod doors;
 pub mod http;
-pub mod ids;
-pub mod node;
-pub mod producer;
-pub mod proposer;
-pub mod sealing;
-pub mod tenant;
-pub mod throttle;
-pub mod tls;
 
 use std::future::Future;
 use std::path::Path;
@@ -34,7 +38,26 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::node::NodeOptions;
+pub use regina_node::NodeOptions;
+use regina_node::{raft_groups, Replica};
+
+/// Who may come in, and how: what the doors need beside the node.
+#[derive(Debug, Clone, Default)]
+pub struct DoorOptions {
+    /// Whether `x-queen-tenant` selects a tenant (off: every request acts
+    /// for the default tenant).
+    pub tenancy: bool,
+    /// Bearer-token checks; `None`: authentication is off.
+    pub auth: Option<Arc<doors::auth::Auth>>,
+    /// TLS on both doors.
+    pub tls: Option<Arc<doors::tls::Tls>>,
+    /// Requests per second each caller may send (0: no limit); see
+    /// [`doors::throttle`].
+    pub rate_limit: u32,
+    /// Requests a caller may send at once beyond its rate (default: one
+    /// second's worth).
+    pub rate_burst: Option<u32>,
+}
 
 /// Opens the node on `data_dir` and serves HTTP on `listener` until
 /// `shutdown` resolves, then stops the Raft group cleanly.
@@ -42,39 +65,42 @@ pub async fn serve(
     listener: TcpListener,
     data_dir: &Path,
     options: NodeOptions,
+    doors: DoorOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    serve_with_raft(listener, None, data_dir, options, shutdown).await
+    serve_with_raft(listener, None, data_dir, options, doors, shutdown).await
 }
 
 /// [`serve`], with a second listener on the node's Raft address when it
 /// differs from the HTTP one. Peers send Raft messages and forwarded client
 /// requests there, with the cluster token; the HTTP listener never serves
-/// an internal route (see [`edge`]).
+/// an internal route (see [`doors`]).
 pub async fn serve_with_raft(
     listener: TcpListener,
     raft_listener: Option<TcpListener>,
     data_dir: &Path,
     options: NodeOptions,
+    doors: DoorOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if !options.fsync {
         tracing::warn!("fsync is off: answered writes may be lost if the machine crashes (for measurements only)");
     }
-    let nodes = groups::open(data_dir, addr.to_string(), &options).await?;
+    let nodes = raft_groups::open(data_dir, addr.to_string(), &options).await?;
     tracing::info!("regina data in {}", data_dir.display());
-    serve_nodes(listener, raft_listener, nodes, options, shutdown).await
+    serve_nodes(listener, raft_listener, nodes, &options, doors, shutdown).await
 }
 
-/// Serves the Raft groups `nodes` (as [`groups::open`] opened them) on
+/// Serves the Raft groups `nodes` (as `raft_groups::open` opened them) on
 /// `listener` until `shutdown` resolves, then stops them cleanly. Tests
 /// that need a handle on the groups open them first and serve them here.
 pub async fn serve_nodes(
     listener: TcpListener,
     raft_listener: Option<TcpListener>,
-    nodes: Vec<Arc<node::Node>>,
-    options: NodeOptions,
+    nodes: Vec<Arc<Replica>>,
+    options: &NodeOptions,
+    doors: DoorOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -82,22 +108,25 @@ pub async fn serve_nodes(
         node.spawn_background();
         node.spawn_timer_driver();
     }
-    balance::spawn(nodes.clone());
+    regina_node::balance::spawn(nodes.clone());
     let node = nodes[0].clone();
-    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    let scheme = if doors.tls.is_some() { "https" } else { "http" };
     tracing::info!("regina serving on {scheme}://{addr} ({} Raft groups)", nodes.len());
-    let auth = options.auth.clone();
+    let auth = doors.auth.clone();
     let routers = Arc::new(nodes.iter().map(|n| http::router(n.clone(), auth.is_some())).collect::<Vec<_>>());
     if auth.is_some() {
         tracing::info!("bearer tokens are required (JWT_ENABLED)");
     }
-    let edge = Arc::new(edge::Edge {
+    let edge = Arc::new(doors::Edge {
         routers,
-        tenancy: options.tenancy,
+        tenancy: doors.tenancy,
         cluster_token: options.cluster_token.clone(),
         auth,
-        throttle: throttle::Throttle::new(options.rate_limit, options.rate_burst),
-        placement: Arc::new(groups::Placement { groups: options.raft_groups, pins: options.tenant_groups.clone() }),
+        throttle: doors::throttle::Throttle::new(doors.rate_limit, doors.rate_burst),
+        placement: Arc::new(raft_groups::Placement {
+            groups: options.raft_groups,
+            pins: options.tenant_groups.clone(),
+        }),
     });
     let client_edge = edge.clone();
     let client = tower::service_fn(move |req: axum::extract::Request| {
@@ -106,7 +135,7 @@ pub async fn serve_nodes(
     });
     let app = tower::ServiceBuilder::new().map_request(collapse_leading_slashes).service(client);
     if let Some(raft_listener) = raft_listener {
-        serve_internal_door(raft_listener, edge, node.clone(), options.tls.clone());
+        serve_internal_door(raft_listener, edge, node.clone(), doors.tls.clone());
     }
     let stopping = nodes.clone();
     let signal = async move {
@@ -115,7 +144,7 @@ pub async fn serve_nodes(
         // out their timeouts.
         stopping.iter().for_each(|n| n.begin_stop());
     };
-    let served = match &options.tls {
+    let served = match &doors.tls {
         Some(tls) => {
             axum::serve(tls.listener(listener), tower::make::Shared::new(app)).with_graceful_shutdown(signal).await
         }
@@ -132,9 +161,9 @@ pub async fn serve_nodes(
 /// Serves the Raft address (the door between nodes) until the node stops.
 fn serve_internal_door(
     raft_listener: TcpListener,
-    edge: Arc<edge::Edge>,
-    node: Arc<node::Node>,
-    tls: Option<Arc<tls::Tls>>,
+    edge: Arc<doors::Edge>,
+    node: Arc<Replica>,
+    tls: Option<Arc<doors::tls::Tls>>,
 ) {
     if edge.cluster_token.is_none() {
         tracing::warn!(

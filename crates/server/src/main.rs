@@ -39,9 +39,9 @@ fn main() {
             }
             None => None,
         };
-        let auth = regina_server::auth::Auth::from_settings(&config.auth)?;
+        let auth = regina_server::doors::auth::Auth::from_settings(&config.auth)?;
         let tls = match (&config.tls_cert_file, &config.tls_key_file) {
-            (Some(cert), Some(key)) => Some(std::sync::Arc::new(regina_server::tls::Tls::open(cert, key)?)),
+            (Some(cert), Some(key)) => Some(std::sync::Arc::new(regina_server::doors::tls::Tls::open(cert, key)?)),
             _ => None,
         };
         let tls_ca = match &config.tls_ca_file {
@@ -49,27 +49,31 @@ fn main() {
             None => None,
         };
         tokio::spawn(reload_on_hangup(auth.clone(), tls.clone()));
-        let options = regina_server::node::NodeOptions {
+        let doors = regina_server::DoorOptions {
+            tenancy: config.tenancy,
+            auth,
+            tls: tls.clone(),
+            rate_limit: config.rate_limit,
+            rate_burst: config.rate_burst,
+        };
+        let options = regina_server::NodeOptions {
             encryption_key_file: config.encryption_key_file.clone(),
             fsync: config.fsync,
             node_id: config.node_id,
             raft_addr: config.raft_addr.map(|a| a.to_string()),
             peers: config.peers.clone(),
-            tenancy: config.tenancy,
             raft_groups: config.raft_groups,
             tenant_groups: config.tenant_groups.clone(),
             cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
             internal_port: raft_listener.is_some(),
-            auth,
-            tls,
+            peer_tls: tls.is_some(),
             tls_ca,
             max_queued_proposals: config.max_queued_proposals,
             max_long_polls: config.max_long_polls,
-            rate_limit: config.rate_limit,
-            rate_burst: config.rate_burst,
-            clock: regina_server::clock::system(),
+            clock: regina_node::clock::system(),
         };
-        regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, shutdown_signal()).await
+        regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, doors, shutdown_signal())
+            .await
     });
     if let Err(e) = result {
         eprintln!("regina: {e}");
@@ -80,8 +84,8 @@ fn main() {
 /// SIGHUP reads the API key file and the TLS certificate and key again; a
 /// file that does not load keeps what is in force.
 async fn reload_on_hangup(
-    auth: Option<std::sync::Arc<regina_server::auth::Auth>>,
-    tls: Option<std::sync::Arc<regina_server::tls::Tls>>,
+    auth: Option<std::sync::Arc<regina_server::doors::auth::Auth>>,
+    tls: Option<std::sync::Arc<regina_server::doors::tls::Tls>>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else { return };

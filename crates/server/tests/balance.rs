@@ -166,7 +166,7 @@ async fn leadership_spreads_and_returns_after_a_kill_with_every_push_once() {
     let mut cluster = Cluster::start_with(3, &[("REGINA_TENANCY", "on"), ("REGINA_RAFT_GROUPS", "6")]);
     let tenants: Vec<String> = (0..TENANTS).map(tenant_name).collect();
     let groups: std::collections::BTreeSet<u16> =
-        tenants.iter().map(|t| regina_server::groups::group_of(Some(t), GROUPS)).collect();
+        tenants.iter().map(|t| regina_node::raft_groups::group_of(Some(t), GROUPS)).collect();
     assert_eq!(groups.len(), GROUPS as usize, "the tenants cover every group");
     tokio::task::block_in_place(|| wait_balanced(&cluster, "formation"));
 
@@ -284,7 +284,7 @@ async fn wait_group_leader(c: &reqwest::Client, cluster: &Cluster, group: usize,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn placement_is_visible_and_steerable() {
     const PINNED: &str = "pinned-a";
-    let hashed = regina_server::groups::group_of(Some(PINNED), GROUPS);
+    let hashed = regina_node::raft_groups::group_of(Some(PINNED), GROUPS);
     assert_ne!(hashed, 5, "the pin must change the tenant's group");
     let env = [("REGINA_TENANCY", "on"), ("REGINA_RAFT_GROUPS", "6"), ("QUEEN_TENANT_GROUPS", "pinned-a=5")];
     let mut cluster = Cluster::start_with(3, &env);

@@ -148,7 +148,7 @@ async fn tenants_spread_over_raft_groups_stay_isolated_across_a_leader_kill() {
     let c = client();
     let names: Vec<String> = (0..12).map(|i| format!("tenant-{i}")).collect();
     let placed: std::collections::BTreeSet<u16> =
-        names.iter().map(|n| regina_server::groups::group_of(Some(n.as_str()), GROUPS)).collect();
+        names.iter().map(|n| regina_node::raft_groups::group_of(Some(n.as_str()), GROUPS)).collect();
     assert!(placed.len() >= 3, "the names spread over the groups: {placed:?}");
     let h = cluster.nodes[0].health().expect("health");
     assert_eq!(h["groups"].as_array().map(Vec::len), Some(GROUPS as usize), "{h}");

@@ -14,7 +14,7 @@
 //! - restart a crashed node early,
 //! - move the leadership: a follower that holds the leader's whole log
 //!   campaigns while the leader is alive, as the server's balancer makes
-//!   one do (`regina_server::balance`), with client writes in flight.
+//!   one do (`regina_node::balance`), with client writes in flight.
 //!
 //! Crashed nodes come back after a seeded number of steps; at most one
 //! node is down at a time, now and then two (the cluster then stalls,

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::node::ProposeError;
+use regina_node::ProposeError;
 
 #[derive(Debug, Clone)]
 pub struct ApiError {

@@ -1,7 +1,7 @@
 //! Any node answers every route: a follower forwards each client request
 //! to the leader and relays the answer, so clients never follow redirects.
 //! The leader makes reads linearizable before it serves them, and runs
-//! each handler as work of the request's tenant (`crate::tenant`).
+//! each handler as work of the request's tenant (`regina_node::tenant`).
 //!
 //! - `/health`, the Raft routes and the ephemeral routes are this node's
 //!   own (ephemeral queues live in one node's memory, outside the log:
@@ -23,10 +23,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
-use crate::cluster::Leader;
-use crate::node::{Node, ProposeError};
-use crate::tenant::RequestTenant;
+use crate::http::error::ApiError;
+use crate::http::tenant_header::RequestTenant;
+use regina_node::membership::Leader;
+use regina_node::{ProposeError, Replica};
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 /// Set on a request one node forwards to another: the sender's node id.
@@ -51,7 +51,7 @@ const CONNECT_ATTEMPTS: usize = 3;
 /// Headers that describe one hop, not the request.
 const HOP_HEADERS: [&str; 6] = ["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade"];
 
-pub async fn route_to_leader(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+pub async fn route_to_leader(State(node): State<Arc<Replica>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     if path == "/health" || path.starts_with("/internal/") {
         return next.run(req).await;
@@ -61,14 +61,14 @@ pub async fn route_to_leader(State(node): State<Arc<Node>>, req: Request, next: 
     resp
 }
 
-async fn route(node: &Node, mut req: Request, mut next: Next) -> Response {
+async fn route(node: &Replica, mut req: Request, mut next: Next) -> Response {
     let mut waited = false;
     // A hand-over that starts between the leader check and the handler
     // sends the request round again (at most a few times).
     for _ in 0..3 {
         // While the group's leadership is handed over, requests wait for
         // the new leader instead of reaching the old one's handlers.
-        waited |= node.handoff.wait().await;
+        waited |= node.handoff().wait().await;
         let forwarded = req.headers().contains_key(FORWARDED_HEADER);
         let last_hop = forwarded && (!waited || req.headers().contains_key(HANDED_OVER_HEADER));
         match node.wait_for_leader(LEADER_WAIT).await {
@@ -92,29 +92,29 @@ async fn route(node: &Node, mut req: Request, mut next: Next) -> Response {
 /// Names the group's leader on an answer (see [`LEADER_HEADER`]): the
 /// leader names itself; a follower keeps the name its leader's answer
 /// carried.
-fn hint_leader(node: &Node, headers: &mut HeaderMap) {
+fn hint_leader(node: &Replica, headers: &mut HeaderMap) {
     // A node listening on 0.0.0.0 has no address to name.
-    let me = Some(&node.client_addr)
+    let me = Some(node.client_addr())
         .filter(|_| node.is_leader())
         .filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()));
     if let Some(addr) = me.and_then(|a| HeaderValue::from_str(a).ok()) {
         headers.insert(LEADER_HEADER, addr);
     }
-    headers.insert(GROUP_HEADER, HeaderValue::from(node.group));
+    headers.insert(GROUP_HEADER, HeaderValue::from(node.group()));
 }
 
 /// Serves a request on the leader: read index first where needed, then the
 /// handler as work of the request's tenant. Hands the request back when a
 /// leadership hand-over has just begun.
-async fn serve_here(node: &Node, req: Request, next: Next) -> Result<Response, (Request, Next)> {
-    let Some(_serving) = node.handoff.serve() else { return Err((req, next)) };
+async fn serve_here(node: &Replica, req: Request, next: Next) -> Result<Response, (Request, Next)> {
+    let Some(_serving) = node.handoff().serve() else { return Err((req, next)) };
     let tenant = req.extensions().get::<RequestTenant>().and_then(|t| t.0.clone());
     if needs_read_barrier(req.method(), req.uri().path()) {
         if let Err(e) = node.read_barrier().await {
             return Ok(ApiError::from(e).into_response());
         }
     }
-    Ok(crate::tenant::scope(tenant, next.run(req)).await)
+    Ok(regina_node::tenant::scope(tenant, next.run(req)).await)
 }
 
 enum Forwarded {
@@ -128,11 +128,11 @@ fn needs_read_barrier(method: &Method, path: &str) -> bool {
     let always_logged = *method == Method::POST
         && (matches!(path, "/api/v1/push" | "/api/v1/ack" | "/api/v1/ack/batch" | "/api/v1/transaction")
             || (path.starts_with("/api/v1/lease/") && path.ends_with("/extend"))
-            || super::streams::is_logged(path));
+            || crate::http::routes::streams::is_logged(path));
     !always_logged && !path.starts_with("/api/v1/ephemeral/")
 }
 
-async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
+async fn forward(node: &Replica, req: Request, again: bool) -> Forwarded {
     let (parts, body) = req.into_parts();
     let body = match to_bytes(body, REQUEST_BODY_BYTES_MAX).await {
         Ok(b) => b,
@@ -146,7 +146,7 @@ async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
             Leader::Unknown => return Forwarded::Answer(ApiError::from(ProposeError::NoLeader).into_response()),
         };
         let mut out =
-            node.forwarder.request(parts.method.clone(), format!("{}://{addr}{path_and_query}", node.peer_scheme));
+            node.forwarder().request(parts.method.clone(), format!("{}://{addr}{path_and_query}", node.peer_scheme()));
         for (name, value) in &parts.headers {
             // This node sets its own forwarding headers.
             let ours = [FORWARDED_HEADER, HANDED_OVER_HEADER, GROUP_HEADER].contains(&name.as_str());
@@ -157,8 +157,8 @@ async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
         if again {
             out = out.header(HANDED_OVER_HEADER, "1");
         }
-        out = out.header(GROUP_HEADER, node.group.to_string());
-        out = out.header(FORWARDED_HEADER, node.id.to_string()).body(body.clone());
+        out = out.header(GROUP_HEADER, node.group().to_string());
+        out = out.header(FORWARDED_HEADER, node.id().to_string()).body(body.clone());
         match out.send().await {
             Ok(resp) => return Forwarded::Answer(relay(resp).await),
             Err(e) if e.is_connect() => {
@@ -173,9 +173,9 @@ async fn forward(node: &Node, req: Request, again: bool) -> Forwarded {
 }
 
 /// Waits (bounded) until the node believes someone other than `addr` leads.
-async fn wait_for_other_leader(node: &Node, addr: &str) {
+async fn wait_for_other_leader(node: &Replica, addr: &str) {
     let deadline = tokio::time::Instant::now() + LEADER_WAIT;
-    let mut metrics = node.raft.metrics();
+    let mut metrics = node.raft().metrics();
     while tokio::time::Instant::now() < deadline {
         match node.leader() {
             Leader::Other { addr: a, .. } if a == addr => {}

@@ -17,9 +17,9 @@
 
 use regina_state::outcome::PopResult;
 
-use super::error::{ApiError, ApiResult};
-use super::render::read_message;
-use crate::node::Node;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::render::read_message;
+use regina_node::Replica;
 
 pub const MAGIC: &[u8; 4] = b"QPF1";
 pub const CONTENT_TYPE: &str = "application/x-queen-pop";
@@ -32,7 +32,7 @@ fn text16(out: &mut Vec<u8>, s: &str) -> ApiResult<()> {
 }
 
 /// Encodes a non-empty pop as `QPF1`.
-pub fn encode(node: &Node, r: &PopResult, group: &str) -> ApiResult<Vec<u8>> {
+pub fn encode(node: &Replica, r: &PopResult, group: &str) -> ApiResult<Vec<u8>> {
     let mut out = Vec::with_capacity(64 + r.message_count() * 128);
     out.extend_from_slice(MAGIC);
     out.push(0);

@@ -8,7 +8,12 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{binary, input, jobs_input, kv_input, push, timer_ops};
+use crate::http::input;
+use crate::http::routes::binary;
+use crate::http::routes::jobs::input as jobs_input;
+use crate::http::routes::kv::input as kv_input;
+use crate::http::routes::push;
+use crate::http::routes::timer_ops;
 
 /// A target: arbitrary bytes in, nothing out, never a panic.
 pub type Target = fn(&[u8]);

@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use serde::Deserialize;
 
-use super::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 /// The request body, or a 413 when it is over the limit.

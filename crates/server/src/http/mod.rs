@@ -1,38 +1,32 @@
-//! The HTTP surface: the Queen MQ routes this node serves.
+//! The HTTP layer: the only part of the server that knows requests,
+//! headers and HTTP errors.
+//!
+//! - [`routes`]: one module per family of routes (push, pop, ack, KV, jobs,
+//!   streams, the admin reads, the Raft routes between nodes, ...), each
+//!   turning a request into a `Command` for its Raft group's replica and
+//!   the outcome into an answer.
+//! - Helpers the routes share: [`dispatch`] (which group's router a request
+//!   goes to, by tenant or `/internal/g/{g}` prefix), [`tenant_header`],
+//!   [`forward`] (a follower relays to its group's leader), [`input`]
+//!   (bodies, queries, the requests no route can read), [`render`],
+//!   [`frames`] (the binary `QPB1`/`QTB1`/`QPF1` forms), [`producer`] (the
+//!   caller's identity stamped into payloads), [`error`] (`ApiError`), the
+//!   route class table ([`classes`]), the Raft group views
+//!   ([`raft_views`]) and the fuzz targets of every decoder
+//!   ([`fuzz_targets`]).
 
-mod ack;
-mod admin;
-mod binary;
 pub mod classes;
-pub mod cluster;
-mod dlq;
-mod ephemeral;
+pub mod dispatch;
 mod error;
 pub mod forward;
 mod frames;
 pub mod fuzz_targets;
-mod groups;
-mod health;
 mod input;
-mod jobs;
-mod jobs_input;
-mod jobs_render;
-mod jobs_schema;
-mod kv;
-mod kv_input;
-mod kv_lifetime;
-mod locks;
-mod pop;
-mod push;
-mod queues;
-mod raft;
+pub mod producer;
+mod raft_views;
 mod render;
-mod streams;
-mod streams_input;
-mod timer_ops;
-mod timers;
-mod traces;
-mod transaction;
+mod routes;
+pub mod tenant_header;
 
 use std::sync::Arc;
 
@@ -46,13 +40,17 @@ use serde_json::json;
 pub use error::ApiError;
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
-use crate::node::Node;
+use regina_node::Replica;
+use routes::{
+    ack, admin, cluster, consumer_groups, dlq, ephemeral, health, jobs, kv, locks, pop, push, queues, raft, streams,
+    timers, traces, transaction,
+};
 
 /// A router under construction that remembers the path of every route it
 /// is given, so that a test can walk them all against the class table
 /// ([`route_paths`]).
 pub struct Routes {
-    router: Router<Arc<Node>>,
+    router: Router<Arc<Replica>>,
     paths: Vec<String>,
 }
 
@@ -63,7 +61,7 @@ impl Default for Routes {
 }
 
 impl Routes {
-    pub fn route(mut self, path: &str, method_router: MethodRouter<Arc<Node>>) -> Self {
+    pub fn route(mut self, path: &str, method_router: MethodRouter<Arc<Replica>>) -> Self {
         self.router = self.router.route(path, method_router);
         self.paths.push(path.to_string());
         self
@@ -76,7 +74,7 @@ impl Routes {
     }
 
     /// Applies `f` (a layer) to every route added so far.
-    pub fn map(mut self, f: impl FnOnce(Router<Arc<Node>>) -> Router<Arc<Node>>) -> Self {
+    pub fn map(mut self, f: impl FnOnce(Router<Arc<Replica>>) -> Router<Arc<Replica>>) -> Self {
         self.router = f(self.router);
         self
     }
@@ -84,27 +82,27 @@ impl Routes {
 
 /// Every route path the node's router serves, as registered.
 pub fn route_paths() -> Vec<String> {
-    let mut paths = routes().paths;
+    let mut paths = all_routes().paths;
     paths.sort();
     paths.dedup();
     paths
 }
 
 /// A Raft group's router. With `auth`, every route runs behind
-/// [`crate::auth::authorize`].
-pub fn router(node: Arc<Node>, auth: bool) -> Router {
-    let router = routes()
+/// [`crate::doors::auth::authorize`].
+pub fn router(node: Arc<Replica>, auth: bool) -> Router {
+    let router = all_routes()
         .router
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader));
     // Outermost, so that a refused request is not forwarded first.
-    let router = if auth { router.layer(axum::middleware::from_fn(crate::auth::authorize)) } else { router };
+    let router = if auth { router.layer(axum::middleware::from_fn(crate::doors::auth::authorize)) } else { router };
     // Outermost of all: a request no route could read is refused first.
     router.layer(axum::middleware::from_fn(input::refuse_unreadable_requests)).with_state(node)
 }
 
-fn routes() -> Routes {
+fn all_routes() -> Routes {
     Routes::default()
         .route("/health", get(health::health))
         .route("/api/v1/push", post(push::push))
@@ -127,12 +125,12 @@ fn routes() -> Routes {
         .route("/api/v1/dlq", get(dlq::read))
         .route("/api/v1/configure", post(queues::configure))
         .route("/api/v1/resources/queues/{queue}", delete(queues::delete_queue))
-        .route("/api/v1/consumer-groups/{group}", delete(groups::delete_group))
-        .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(groups::delete_group_on_queue))
-        .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(groups::seek))
-        .route("/api/v1/consumer-groups/{group}/subscription", post(groups::set_subscription))
-        .route("/api/v1/messages/{partition_id}/{transaction_id}", delete(groups::delete_dead_letter))
-        .route("/api/v1/messages/{partition_id}/{transaction_id}/retry", post(groups::retry_dead_letter))
+        .route("/api/v1/consumer-groups/{group}", delete(consumer_groups::delete_group))
+        .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(consumer_groups::delete_group_on_queue))
+        .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(consumer_groups::seek))
+        .route("/api/v1/consumer-groups/{group}/subscription", post(consumer_groups::set_subscription))
+        .route("/api/v1/messages/{partition_id}/{transaction_id}", delete(consumer_groups::delete_dead_letter))
+        .route("/api/v1/messages/{partition_id}/{transaction_id}/retry", post(consumer_groups::retry_dead_letter))
         .route("/api/v1/ephemeral/configure", post(ephemeral::configure))
         .route("/api/v1/ephemeral/reset", post(ephemeral::reset))
         .route("/api/v1/ephemeral/queue/{queue}", delete(ephemeral::delete_queue))

@@ -8,17 +8,16 @@ use regina_state::outcome::PopResult;
 use regina_state::BodyRecord;
 use regina_types::time::format_iso;
 
-use super::error::{ApiError, ApiResult};
-use crate::node::Node;
+use crate::http::error::{ApiError, ApiResult};
+use regina_node::Replica;
 
 /// Reads one stored message: its body, decoded, with a sealed payload
 /// opened, and its producer (`producerSub`) when it was stamped with one.
-pub fn read_message(node: &Node, pos: u64, len: u32) -> ApiResult<(BodyRecord, Option<String>)> {
-    let bytes =
-        node.shared.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
+pub fn read_message(node: &Replica, pos: u64, len: u32) -> ApiResult<(BodyRecord, Option<String>)> {
+    let bytes = node.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
     let mut b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
-    let opened = node.sealer.open(std::mem::take(&mut b.payload)).map_err(ApiError::internal)?;
-    let (producer, payload) = crate::producer::unstamp(opened);
+    let opened = node.sealer().open(std::mem::take(&mut b.payload)).map_err(ApiError::internal)?;
+    let (producer, payload) = crate::http::producer::unstamp(opened);
     b.payload = payload;
     Ok((b, producer))
 }
@@ -66,7 +65,7 @@ pub struct PopJson {
 }
 
 /// Reads the bodies of a pop's messages and builds the answer.
-pub fn pop_json(node: &Node, r: &PopResult, group: &str, queue_hint: &str) -> ApiResult<PopJson> {
+pub fn pop_json(node: &Replica, r: &PopResult, group: &str, queue_hint: &str) -> ApiResult<PopJson> {
     let mut messages = Vec::with_capacity(r.message_count());
     for c in &r.claims {
         for d in &c.messages {

@@ -22,8 +22,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use regina_server::clock::TokioClock;
-use regina_server::node::{Node, NodeOptions};
+use regina_node::clock::TokioClock;
+use regina_node::{NodeOptions, Replica};
 use regina_storage::Wal;
 use tokio::sync::oneshot;
 
@@ -58,7 +58,7 @@ fn wait_for_writes() {
 /// stops the server; its data directory goes with it.
 pub struct PausedNode {
     pub base: String,
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: Vec<Arc<Replica>>,
     stop: Option<oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<Result<(), String>>>,
     dir: tempfile::TempDir,
@@ -77,13 +77,20 @@ impl PausedNode {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let nodes =
-            regina_server::groups::open(&dir.path().join("data"), addr.to_string(), &options).await.expect("open");
+            regina_node::raft_groups::open(&dir.path().join("data"), addr.to_string(), &options).await.expect("open");
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = nodes.clone();
         let served = tokio::spawn(async move {
-            regina_server::serve_nodes(listener, None, serving, options, async move {
-                let _ = stopped.await;
-            })
+            regina_server::serve_nodes(
+                listener,
+                None,
+                serving,
+                &options,
+                regina_server::DoorOptions::default(),
+                async move {
+                    let _ = stopped.await;
+                },
+            )
             .await
         });
         PausedNode { base: format!("http://{addr}"), nodes, stop: Some(stop), served: Some(served), dir }

@@ -1,0 +1,64 @@
+//! How a node opens its data directory and reaches its peers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// How a node opens its data directory.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// Key sealing payloads of encrypted queues; default `<data>/encryption.key`.
+    pub encryption_key_file: Option<std::path::PathBuf>,
+    /// Whether group commits wait for fdatasync (off only for measurements).
+    pub fsync: bool,
+    /// This node's id in its Raft group.
+    pub node_id: u64,
+    /// The address peers reach this node's Raft routes at; `None`: the
+    /// HTTP address.
+    pub raft_addr: Option<String>,
+    /// The voters of a new cluster (id, Raft address), this node included;
+    /// empty for a node that starts alone.
+    pub peers: Vec<(u64, String)>,
+    /// Raft groups this node runs (see `crate::raft_groups`).
+    pub raft_groups: u16,
+    /// Tenants the operator placed in a given group instead of the hashed
+    /// one (Queen's `QUEEN_TENANT_GROUPS`); the same on every node.
+    pub tenant_groups: BTreeMap<String, u16>,
+    /// Sent with every request to a peer's Raft address, and required on
+    /// this node's own.
+    pub cluster_token: Option<String>,
+    /// Whether this node listens on a Raft address apart from its HTTP
+    /// port: without one it serves no internal routes and cannot have peers.
+    pub internal_port: bool,
+    /// Whether peers are reached over `https` (the doors serve TLS),
+    /// trusted through `tls_ca` (PEM).
+    pub peer_tls: bool,
+    pub tls_ca: Option<Vec<u8>>,
+    /// Requests that may wait for the proposer at once, per Raft group.
+    pub max_queued_proposals: usize,
+    /// Pops that may wait (long-poll) at once on the node.
+    pub max_long_polls: usize,
+    /// Where the leader's stamps, minted ids and reads take their time
+    /// (the wall clock; tests give a `TokioClock` on a paused runtime).
+    pub clock: Arc<dyn crate::clock::Clock>,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            encryption_key_file: None,
+            fsync: true,
+            node_id: 1,
+            raft_addr: None,
+            peers: Vec::new(),
+            raft_groups: 1,
+            tenant_groups: BTreeMap::new(),
+            cluster_token: None,
+            internal_port: false,
+            peer_tls: false,
+            tls_ca: None,
+            max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
+            max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            clock: crate::clock::system(),
+        }
+    }
+}

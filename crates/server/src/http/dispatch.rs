@@ -1,0 +1,82 @@
+//! Which Raft group's router a request goes to.
+//!
+//! [`dispatch`] reads the request's tenant (once, for every later layer:
+//! the `x-queen-tenant` header, or the caller's token) and picks the
+//! group's router: by the `/internal/g/{group}/...` prefix for Raft
+//! messages between nodes, by the tenant's placement for client routes.
+//! `/api/v1/cluster...` and `/health` are group 0's (they report on every
+//! group).
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use regina_node::raft_groups::Placement;
+use tower::ServiceExt;
+
+/// Routes each request to its group's router.
+pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Placement, mut req: Request) -> Response {
+    let groups = routers.len() as u16;
+    let path = req.uri().path();
+    let internal = path == "/health" || path.starts_with("/internal/");
+    let tenant = match tenancy && !internal {
+        true => match crate::http::tenant_header::parse(
+            req.headers().get(crate::http::tenant_header::TENANT_HEADER).map(|v| v.as_bytes()),
+        ) {
+            Ok(t) => match req.extensions().get::<crate::doors::auth::Authn>() {
+                // With tokens, the token decides (see `Principal::tenant_for`).
+                Some(crate::doors::auth::Authn::Principal(p)) => match p.tenant_for(t) {
+                    Ok(t) => t,
+                    Err(refused) => return refused.into_response(),
+                },
+                _ => t,
+            },
+            Err(e) => return e.into_response(),
+        },
+        false => None,
+    };
+    let group = if let Some(rest) = path.strip_prefix("/internal/g/") {
+        let (g, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let Some(g) = g.parse::<u16>().ok().filter(|g| *g < groups) else {
+            return crate::http::ApiError::not_found("no_such_group", format!("no Raft group {g:?} here"))
+                .into_response();
+        };
+        let pq = match req.uri().query() {
+            Some(q) => format!("/internal/{tail}?{q}"),
+            None => format!("/internal/{tail}"),
+        };
+        if let Ok(uri) = pq.parse() {
+            *req.uri_mut() = uri;
+        }
+        g
+    } else if internal || path.starts_with("/api/v1/cluster") {
+        0
+    } else {
+        let group = placement.group_of(tenant.as_deref());
+        // A request another node forwarded names the group it placed it
+        // in; nodes placing tenants differently would split a tenant.
+        let placed = req.headers().get(crate::http::forward::GROUP_HEADER).and_then(|v| v.to_str().ok());
+        if req.headers().contains_key(crate::http::forward::FORWARDED_HEADER)
+            && placed.is_some_and(|p| p != group.to_string())
+        {
+            let why = format!(
+                "the forwarding node placed this request in group {}, this node in group {group}: \
+                 every node must run with the same --raft-groups and --tenant-groups",
+                placed.unwrap_or("?")
+            );
+            return crate::http::ApiError {
+                status: axum::http::StatusCode::CONFLICT,
+                code: "placement_differs",
+                message: why,
+            }
+            .into_response();
+        }
+        group
+    };
+    req.extensions_mut().insert(crate::http::tenant_header::RequestTenant(tenant));
+    match routers[group as usize].clone().oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}

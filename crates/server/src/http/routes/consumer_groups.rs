@@ -1,0 +1,185 @@
+//! Consumer-group and dead-letter maintenance: delete a group (on one queue
+//! or all), seek, move a subscription, delete or replay a dead-letter row.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+use regina_state::command::{PushItem, SeekTarget};
+use regina_state::{BodyRecord, Command, Outcome};
+use regina_types::time::{format_iso, parse_iso};
+use regina_types::{validate_name, NameKind};
+
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::{body_bytes, json_body, query_bool, query_pairs};
+use crate::http::render::uuid_string;
+use regina_node::Replica;
+
+fn group_name(g: &str) -> ApiResult<()> {
+    validate_name(NameKind::ConsumerGroup, g).map_err(ApiError::from_name)
+}
+
+async fn changed(node: &Replica, cmd: Command) -> ApiResult<u64> {
+    match node.propose(cmd).await? {
+        Outcome::Changed { count } => Ok(count),
+        other => Err(ApiError::internal(format!("maintenance answered {other:?}"))),
+    }
+}
+
+pub async fn delete_group(
+    State(node): State<Arc<Replica>>,
+    Path(group): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    delete(node, group, None, q).await
+}
+
+pub async fn delete_group_on_queue(
+    State(node): State<Arc<Replica>>,
+    Path((group, queue)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
+    delete(node, group, Some(queue), q).await
+}
+
+async fn delete(node: Arc<Replica>, group: String, queue: Option<String>, q: Option<String>) -> ApiResult<Response> {
+    group_name(&group)?;
+    let delete_metadata = query_bool(&query_pairs(q.as_deref())?, "deleteMetadata")?.unwrap_or(true);
+    let cmd = Command::DeleteGroup { group: group.clone(), queue: queue.clone(), delete_metadata };
+    let n = changed(&node, cmd).await?;
+    Ok(axum::Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "queue": queue,
+        "deletedPartitions": n,
+        "metadataDeleted": delete_metadata,
+    }))
+    .into_response())
+}
+
+pub async fn seek(
+    State(node): State<Arc<Replica>>,
+    Path((group, queue)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    group_name(&group)?;
+    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
+    let bytes = body_bytes(body)?;
+    let b: Map<String, Value> = json_body(&bytes, true)?;
+    let target = match (b.get("toEnd"), b.get("timestamp")) {
+        (Some(Value::Bool(true)), _) => SeekTarget::End,
+        (_, Some(Value::String(ts))) => SeekTarget::Time(
+            parse_iso(ts).ok_or_else(|| ApiError::bad_request(format!("timestamp {ts:?} is not an ISO-8601 time")))?,
+        ),
+        (None, None) if b.is_empty() => SeekTarget::End,
+        _ => return Err(ApiError::bad_request("a seek needs {\"toEnd\": true} or {\"timestamp\": \"<ISO-8601>\"}")),
+    };
+    let has_partitions = node.tenant_state().queue(&queue).is_some_and(|q| !q.partitions.is_empty());
+    if !has_partitions {
+        return Err(ApiError::not_found("not_found", format!("queue {queue} has no partitions to seek")));
+    }
+    let n = changed(&node, Command::Seek { group: group.clone(), queue: queue.clone(), target }).await?;
+    let (to_end, ts) = match target {
+        SeekTarget::End => (true, None),
+        SeekTarget::Time(ms) => (false, Some(format_iso(ms))),
+    };
+    Ok(axum::Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "queueName": queue,
+        "seekToEnd": to_end,
+        "targetTimestamp": ts,
+        "partitionsUpdated": n,
+        "updated": n,
+    }))
+    .into_response())
+}
+
+pub async fn set_subscription(
+    State(node): State<Arc<Replica>>,
+    Path(group): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    group_name(&group)?;
+    let bytes = body_bytes(body)?;
+    let b: Map<String, Value> = json_body(&bytes, false)?;
+    let Some(Value::String(ts)) = b.get("subscriptionTimestamp") else {
+        return Err(ApiError::bad_request("subscriptionTimestamp (an ISO-8601 time) is required"));
+    };
+    let from_ms = parse_iso(ts).ok_or_else(|| ApiError::bad_request(format!("{ts:?} is not an ISO-8601 time")))?;
+    let n = changed(&node, Command::SetSubscription { group: group.clone(), from_ms }).await?;
+    Ok(axum::Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        // The time as the caller wrote it: clients compare it as a string.
+        "newTimestamp": ts,
+        "rowsUpdated": n,
+    }))
+    .into_response())
+}
+
+fn partition_id(s: &str) -> ApiResult<u64> {
+    s.parse().map_err(|_| ApiError::not_found("not_found", "Message not found"))
+}
+
+pub async fn delete_dead_letter(
+    State(node): State<Arc<Replica>>,
+    Path((pid, txn)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let partition_id = partition_id(&pid)?;
+    let cmd = Command::DeleteDeadLetter { partition_id, transaction_id: txn.clone() };
+    match node.propose(cmd).await? {
+        Outcome::Found(true) => {
+            Ok(axum::Json(json!({ "success": true, "partitionId": pid, "transactionId": txn })).into_response())
+        }
+        Outcome::Found(false) => Err(ApiError::not_found("not_found", "no dead-letter row for that message")),
+        other => Err(ApiError::internal(format!("delete answered {other:?}"))),
+    }
+}
+
+pub async fn retry_dead_letter(
+    State(node): State<Arc<Replica>>,
+    Path((pid, txn)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let partition_id = partition_id(&pid)?;
+    let (entry, queue) = {
+        let m = node.tenant_state();
+        let Some(e) = m.dead_letter(partition_id, &txn).cloned() else {
+            return Err(ApiError::not_found(
+                "not_found",
+                "no dead-letter row for that message; retry replays DLQ rows",
+            ));
+        };
+        let (qid, _) = m.partition_ids[&partition_id];
+        (e, m.queues[&qid].name.clone())
+    };
+    // The replay keeps the payload as stored (sealed or not).
+    let bytes = node.read_body(entry.pos, entry.len).map_err(|e| ApiError::internal(e.to_string()))?;
+    let body = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a dead-lettered body is unreadable"))?;
+    let item = PushItem {
+        queue,
+        partition: entry.partition.clone(),
+        transaction_id: body.transaction_id,
+        trace_id: body.trace_id,
+        message_id: *regina_node::ids::new_id().as_bytes(),
+        payload: body.payload,
+    };
+    let cmd = Command::RetryDeadLetter { partition_id, transaction_id: txn.clone(), item: item.clone() };
+    match node.propose(cmd).await? {
+        Outcome::Push(r) => Ok(axum::Json(json!({
+            "success": true,
+            "partitionId": pid,
+            "transactionId": txn,
+            "messageId": uuid_string(&item.message_id),
+            "offset": r.first().map(|p| p.offset),
+        }))
+        .into_response()),
+        Outcome::Found(false) => Err(ApiError::not_found("not_found", "no dead-letter row for that message")),
+        other => Err(ApiError::internal(format!("retry answered {other:?}"))),
+    }
+}

@@ -1,0 +1,29 @@
+//! `GET /health`: is this node serving, and where does it stand in its Raft
+//! group (role, leader, term, commit and applied indexes, lag). Answered by
+//! every node itself, never forwarded.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use regina_node::Replica;
+
+pub async fn health(State(node): State<Arc<Replica>>) -> Response {
+    let poisoned = node.storage_poisoned();
+    let mut body = crate::http::raft_views::raft_view(&node).await;
+    let healthy = poisoned.is_none() && !body["leader"].is_null();
+    let extra = json!({
+        "status": if healthy { "healthy" } else { "unhealthy" },
+        "engine": "regina",
+        "version": env!("CARGO_PKG_VERSION"),
+        "storageError": poisoned,
+    });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(body)).into_response()
+}

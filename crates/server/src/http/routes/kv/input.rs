@@ -1,0 +1,361 @@
+//! Reading KV operations: the same shapes on `POST /api/v1/kv`, the path
+//! routes and a transaction's `kv` array. Every field is checked here, so
+//! the state machine only ever sees operations it can apply; each refusal
+//! names a stable reason (`kv_bad_namespace`, `kv_bad_ttl`, ...).
+
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
+
+use regina_state::command::KvOp;
+use regina_types::limits::{
+    KV_KEYS_PER_CALL_MAX, KV_KEYS_PER_TXN_MAX, KV_KEY_BYTES_MAX, KV_NAMESPACE_BYTES_MAX, KV_OPS_PER_CALL_MAX,
+    KV_OPS_PER_TXN_MAX, KV_PREFIX_LIMIT_DEFAULT, KV_PREFIX_LIMIT_MAX, KV_SCAN_LIMIT_DEFAULT, KV_SCAN_LIMIT_MAX,
+    KV_VALUE_BYTES_MAX,
+};
+
+use crate::http::error::KvError;
+use crate::http::routes::kv::lifetime::{expiration, lifetime};
+
+/// Where the operations came from; a transaction has tighter limits and
+/// takes no `getPrefix`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Call,
+    Transaction,
+}
+
+/// Which route family's error codes a refusal carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    Kv,
+    Locks,
+}
+
+impl Surface {
+    pub fn bad(self, reason: &'static str, detail: String) -> KvError {
+        match self {
+            Surface::Kv => KvError::bad(reason, detail),
+            Surface::Locks => KvError::locks(reason, detail),
+        }
+    }
+
+    pub fn bad_body(self) -> &'static str {
+        match self {
+            Surface::Kv => "kv_bad_body",
+            Surface::Locks => "locks_bad_body",
+        }
+    }
+}
+
+/// One JSON object's fields, read one by one so each mistake gets its own
+/// reason. `null` reads as absent, except where a value is the point.
+pub struct Fields<'a> {
+    map: HashMap<String, &'a RawValue>,
+    at: String,
+    surface: Surface,
+}
+
+impl<'a> Fields<'a> {
+    pub fn parse(raw: &'a RawValue, at: String, surface: Surface) -> Result<Self, KvError> {
+        match serde_json::from_str(raw.get()) {
+            Ok(map) => Ok(Fields { map, at, surface }),
+            Err(_) => Err(surface.bad(surface.bad_body(), format!("{at}: must be a JSON object"))),
+        }
+    }
+
+    /// Fields of a path route's body, which names no operation itself.
+    pub fn from_map(map: HashMap<String, &'a RawValue>, at: String) -> Self {
+        Fields { map, at, surface: Surface::Kv }
+    }
+
+    /// Where in the request these fields are, for error details.
+    pub fn at(&self) -> &str {
+        &self.at
+    }
+
+    /// The names of the fields given, in no particular order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.map.keys().map(String::as_str)
+    }
+
+    pub fn fail(&self, reason: &'static str, what: impl std::fmt::Display) -> KvError {
+        self.surface.bad(reason, format!("{}: {what}", self.at))
+    }
+
+    /// The field as written, `null` included.
+    pub fn present(&self, name: &str) -> Option<&'a RawValue> {
+        self.map.get(name).copied()
+    }
+
+    pub fn raw(&self, name: &str) -> Option<&'a RawValue> {
+        self.present(name).filter(|r| r.get() != "null")
+    }
+
+    pub fn str(&self, name: &str, reason: &'static str) -> Result<Option<String>, KvError> {
+        self.raw(name)
+            .map(|r| serde_json::from_str(r.get()).map_err(|_| self.fail(reason, format!("{name} must be a string"))))
+            .transpose()
+    }
+
+    pub fn bool(&self, name: &str, reason: &'static str) -> Result<Option<bool>, KvError> {
+        self.raw(name)
+            .map(|r| {
+                serde_json::from_str(r.get()).map_err(|_| self.fail(reason, format!("{name} must be true or false")))
+            })
+            .transpose()
+    }
+
+    /// A JSON integer; `integral_floats` also takes `5.0`.
+    pub fn int(&self, name: &str, reason: &'static str, integral_floats: bool) -> Result<Option<i64>, KvError> {
+        let Some(r) = self.raw(name) else { return Ok(None) };
+        let n: Option<serde_json::Number> = serde_json::from_str(r.get()).ok();
+        let v = n.and_then(|n| {
+            n.as_i64().or_else(|| {
+                n.as_f64().filter(|f| integral_floats && f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64)
+            })
+        });
+        v.map(Some).ok_or_else(|| self.fail(reason, format!("{name} must be an integer, not {}", r.get())))
+    }
+
+    /// Refuses tenant fields: the tenant is never an input.
+    pub fn no_tenant(&self, reason: &'static str) -> Result<(), KvError> {
+        match ["tenant", "tenantId", "_tenant"].iter().find(|f| self.map.contains_key(**f)) {
+            Some(f) => Err(self.fail(reason, format!("{f} is not an input"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The operations of a call: `{"operations": [...]}` or a bare array.
+pub fn operations(bytes: &[u8], surface: Surface) -> Result<Vec<&RawValue>, KvError> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        operations: Vec<&'a RawValue>,
+    }
+    let bad = |detail: String| surface.bad(surface.bad_body(), detail);
+    let text = std::str::from_utf8(bytes).map_err(|_| bad("the body is not UTF-8".into()))?;
+    let parsed = if text.trim_start().starts_with('[') {
+        serde_json::from_str::<Vec<&RawValue>>(text)
+    } else {
+        serde_json::from_str::<Envelope>(text).map(|e| e.operations)
+    };
+    parsed.map_err(|e| bad(format!("the body must be {{\"operations\": [...]}}: {e}")))
+}
+
+pub fn validate_ns(f: &Fields, ns: &str) -> Result<(), KvError> {
+    let b = ns.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= KV_NAMESPACE_BYTES_MAX
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(f.fail("kv_bad_namespace", format!("namespace {ns:?} must match ^[a-z0-9][a-z0-9._-]{{0,63}}$")))
+    }
+}
+
+pub fn validate_key(f: &Fields, key: &str) -> Result<(), KvError> {
+    if key.is_empty() || key.contains('\0') {
+        return Err(f.fail("kv_bad_key", "a key is 1 byte at least and holds no NUL"));
+    }
+    if key.len() > KV_KEY_BYTES_MAX {
+        let detail = format!("{}: a key of {} bytes; the limit is {KV_KEY_BYTES_MAX}", f.at, key.len());
+        return Err(KvError::too_large("kv_key_too_large", detail));
+    }
+    Ok(())
+}
+
+/// JSON text without the whitespace between tokens. The text was already
+/// parsed, so strings are well formed and escapes are balanced.
+pub fn compact(json: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &c in json.as_bytes() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+            in_string = c == b'"';
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Reads every operation of a call and checks the call's limits.
+pub fn parse_ops(raw: &[&RawValue], scope: Scope) -> Result<Vec<KvOp>, KvError> {
+    let (ops_max, keys_max, field) = match scope {
+        Scope::Call => (KV_OPS_PER_CALL_MAX, KV_KEYS_PER_CALL_MAX, "operations"),
+        Scope::Transaction => (KV_OPS_PER_TXN_MAX, KV_KEYS_PER_TXN_MAX, "kv"),
+    };
+    if raw.len() > ops_max {
+        return Err(KvError::bad("kv_too_many_ops", format!("{} operations; the limit is {ops_max}", raw.len())));
+    }
+    let mut ops = Vec::with_capacity(raw.len());
+    for (i, r) in raw.iter().enumerate() {
+        let f = Fields::parse(r, format!("{field}[{i}]"), Surface::Kv)?;
+        ops.push(parse_op(&f, scope)?);
+    }
+    let keys: usize = ops.iter().map(keys_named).sum();
+    if keys > keys_max {
+        return Err(KvError::bad("kv_too_many_keys", format!("the call names {keys} keys; the limit is {keys_max}")));
+    }
+    Ok(ops)
+}
+
+fn keys_named(op: &KvOp) -> usize {
+    match op {
+        KvOp::GetMany { keys, .. } => keys.len(),
+        KvOp::GetPrefix { limit, .. } | KvOp::Scan { limit, .. } => *limit as usize,
+        _ => 1,
+    }
+}
+
+/// One operation from its fields.
+pub fn parse_op(f: &Fields, scope: Scope) -> Result<KvOp, KvError> {
+    f.no_tenant("kv_tenant_not_an_input")?;
+    let kind = f.str("op", "kv_unknown_op")?.unwrap_or_default();
+    let ns = f.str("ns", "kv_bad_namespace")?.unwrap_or_default();
+    validate_ns(f, &ns)?;
+    let required = f.bool("required", "kv_bad_request")?.unwrap_or(false);
+    match kind.as_str() {
+        "get" | "getMany" | "getPrefix" | "scan" => parse_read(f, &kind, ns, scope),
+        "configure" | "put" | "putIfAbsent" | "touch" | "delete" | "check" | "incr" => {
+            parse_write(f, &kind, ns, required)
+        }
+        "" => Err(f.fail("kv_unknown_op", "op is required")),
+        other => Err(f.fail("kv_unknown_op", format!("unknown op {other:?}"))),
+    }
+}
+
+/// The op's `key`, checked.
+fn key_of(f: &Fields) -> Result<String, KvError> {
+    let k = f.str("key", "kv_bad_key")?.unwrap_or_default();
+    validate_key(f, &k)?;
+    Ok(k)
+}
+
+/// A read: get, getMany, getPrefix or scan (the last two not in a step).
+fn parse_read(f: &Fields, kind: &str, ns: String, scope: Scope) -> Result<KvOp, KvError> {
+    let key = || key_of(f);
+    match kind {
+        "get" => Ok(KvOp::Get { ns, key: key()? }),
+        "getMany" => {
+            let keys: Vec<String> = f
+                .raw("keys")
+                .and_then(|r| serde_json::from_str(r.get()).ok())
+                .ok_or_else(|| f.fail("kv_bad_request", "getMany needs keys, an array of strings"))?;
+            for k in &keys {
+                validate_key(f, k)?;
+            }
+            Ok(KvOp::GetMany { ns, keys })
+        }
+        "getPrefix" => {
+            if scope == Scope::Transaction {
+                return Err(f.fail(
+                    "kv_get_prefix_not_allowed_in_transaction",
+                    "getPrefix is not allowed inside a transaction",
+                ));
+            }
+            let prefix = f.str("prefix", "kv_prefix_required")?.unwrap_or_default();
+            if prefix.is_empty() {
+                return Err(f.fail("kv_prefix_required", "getPrefix needs a non-empty prefix"));
+            }
+            let limit = f.int("limit", "kv_bad_request", true)?.map_or(KV_PREFIX_LIMIT_DEFAULT as i64, |l| l);
+            Ok(KvOp::GetPrefix {
+                ns,
+                prefix,
+                after: f.str("after", "kv_bad_request")?,
+                limit: limit.clamp(1, KV_PREFIX_LIMIT_MAX as i64) as u32,
+                keys_only: f.bool("keysOnly", "kv_bad_request")?.unwrap_or(false),
+            })
+        }
+        "scan" => {
+            if scope == Scope::Transaction {
+                return Err(f.fail("kv_scan_not_allowed_in_transaction", "scan is not allowed inside a transaction"));
+            }
+            let limit = f.int("limit", "kv_bad_limit", true)?.unwrap_or(KV_SCAN_LIMIT_DEFAULT as i64);
+            if limit < 1 || limit > KV_SCAN_LIMIT_MAX as i64 {
+                return Err(f.fail("kv_bad_limit", format!("limit must be from 1 to {KV_SCAN_LIMIT_MAX}, not {limit}")));
+            }
+            Ok(KvOp::Scan {
+                ns,
+                after: f.str("after", "kv_bad_request")?,
+                limit: limit as u32,
+                keys_only: f.bool("keysOnly", "kv_bad_request")?.unwrap_or(false),
+            })
+        }
+        other => unreachable!("{other} is not a read"),
+    }
+}
+
+/// A write or a check: configure, put, putIfAbsent, touch, delete, check, incr.
+fn parse_write(f: &Fields, kind: &str, ns: String, required: bool) -> Result<KvOp, KvError> {
+    let key = || key_of(f);
+    match kind {
+        "configure" => {
+            let raw = f.present("expiration").ok_or_else(|| {
+                f.fail("kv_bad_expiration", "configure needs expiration: an object naming one lifetime, or null")
+            })?;
+            Ok(KvOp::Configure { ns, expiration: expiration(f, raw)? })
+        }
+        "put" | "putIfAbsent" => {
+            let lifetime = lifetime(f)?;
+            let mut expect = expect(f)?;
+            if kind == "putIfAbsent" {
+                if expect.is_some_and(|e| e != 0) {
+                    return Err(f.fail("kv_bad_expect", "putIfAbsent is expect 0 and takes no other"));
+                }
+                expect = Some(0);
+            }
+            let raw = f.present("value").ok_or_else(|| f.fail("kv_bad_request", "a put needs a value"))?;
+            let value = compact(raw.get());
+            if value.len() > KV_VALUE_BYTES_MAX {
+                let detail = format!("{}: a value of {} bytes; the limit is {KV_VALUE_BYTES_MAX}", f.at, value.len());
+                return Err(KvError::too_large("kv_value_too_large", detail));
+            }
+            Ok(KvOp::PutWith { ns, key: key()?, value, lifetime, expect, required })
+        }
+        "touch" => {
+            let lifetime = lifetime(f)?;
+            let expect = match expect(f)? {
+                Some(0) => return Err(f.fail("kv_bad_expect", "a touch needs a live row; expect 0 never holds")),
+                e => e,
+            };
+            Ok(KvOp::Touch { ns, key: key()?, lifetime, expect, required })
+        }
+        "delete" => Ok(KvOp::Delete { expect: expect(f)?, ns, key: key()?, required }),
+        "check" => {
+            let expect = expect(f)?.ok_or_else(|| f.fail("kv_bad_expect", "a check needs expect"))?;
+            Ok(KvOp::Check { ns, key: key()?, expect, required })
+        }
+        "incr" => {
+            let lifetime = lifetime(f)?;
+            if f.raw("expect").is_some() {
+                return Err(f.fail("kv_bad_request", "incr takes no expect"));
+            }
+            let delta = f
+                .int("delta", "kv_bad_request", true)?
+                .ok_or_else(|| f.fail("kv_bad_request", "incr needs a numeric delta"))?;
+            let min = f.int("min", "kv_bad_request", true)?;
+            let max = f.int("max", "kv_bad_request", true)?;
+            Ok(KvOp::IncrWith { ns, key: key()?, delta, min, max, lifetime, required })
+        }
+        other => unreachable!("{other} is not a write"),
+    }
+}
+
+fn expect(f: &Fields) -> Result<Option<u64>, KvError> {
+    match f.int("expect", "kv_bad_expect", false)? {
+        Some(e) if e < 0 => Err(f.fail("kv_bad_expect", "expect must be 0 or more")),
+        e => Ok(e.map(|e| e as u64)),
+    }
+}

@@ -1,0 +1,240 @@
+//! `POST /api/v1/push` (JSON): one log entry for the whole request, one
+//! answer per item in request order.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use regina_state::command::{PushCmd, PushItem};
+use regina_state::outcome::PushStatus;
+use regina_state::{BodyRecord, Command, Outcome};
+use regina_types::limits::{PAYLOAD_BYTES_MAX, PUSH_ITEMS_MAX, TRANSACTION_ID_BYTES_MAX};
+use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
+
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::{body_bytes, json_body};
+use crate::http::render::uuid_string;
+use crate::http::routes::binary;
+use regina_node::Replica;
+
+#[derive(Deserialize)]
+struct PushBody<'a> {
+    #[serde(borrow)]
+    items: Vec<ItemBody<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ItemBody<'a> {
+    pub(crate) queue: String,
+    #[serde(default)]
+    partition: Option<String>,
+    #[serde(default, borrow)]
+    payload: Option<&'a RawValue>,
+    #[serde(default)]
+    transaction_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<serde_json::Value>,
+}
+
+pub async fn push(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+    let bytes = body_bytes(body)?;
+    if bytes.starts_with(binary::PUSH_MAGIC) {
+        return push_binary(node, &bytes).await;
+    }
+    let items = json_items(&bytes)?;
+    let results = store(&node, items.clone()).await?;
+    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+}
+
+/// The items of a JSON push body, checked. The plain push does not store
+/// trace ids (as upstream); a transaction's push does.
+pub(crate) fn json_items(bytes: &[u8]) -> ApiResult<Vec<PushItem>> {
+    let parsed: PushBody = json_body(bytes, false)?;
+    check_count(parsed.items.len())?;
+    parsed
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| to_item(i, it).map(|item| PushItem { trace_id: None, ..item }))
+        .collect()
+}
+
+async fn push_binary(node: Arc<Replica>, bytes: &[u8]) -> ApiResult<Response> {
+    let (flags, parsed) = binary::parse_push(bytes).map_err(ApiError::bad_body)?;
+    check_count(parsed.len())?;
+    let items = parsed.into_iter().enumerate().map(|(i, b)| from_binary(i, b)).collect::<ApiResult<Vec<_>>>()?;
+    let results = store(&node, items.clone()).await?;
+    if flags & binary::FLAG_COUNTS != 0 {
+        let queued = results.iter().filter(|r| r.status == PushStatus::Queued).count();
+        let body = json!({ "count": results.len(), "queued": queued, "duplicate": results.len() - queued, "error": 0 });
+        return Ok((StatusCode::CREATED, axum::Json(body)).into_response());
+    }
+    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+}
+
+fn check_count(n: usize) -> ApiResult<()> {
+    if n == 0 {
+        return Err(ApiError::bad_request("items must hold at least one item"));
+    }
+    if n > PUSH_ITEMS_MAX {
+        return Err(ApiError::too_large(format!("{n} items in one push; the limit is {PUSH_ITEMS_MAX}")));
+    }
+    Ok(())
+}
+
+async fn store(node: &Replica, mut items: Vec<PushItem>) -> ApiResult<Vec<regina_state::outcome::PushResult>> {
+    seal_items(node, items.iter_mut());
+    match node.propose(Command::Push(PushCmd { items })).await? {
+        Outcome::Push(results) => Ok(results),
+        other => Err(ApiError::internal(format!("push answered {other:?}"))),
+    }
+}
+
+/// Stamps every item with the request's producer (`crate::http::producer`) and
+/// seals the payloads of items bound for queues with `encryptionEnabled`,
+/// so neither the log nor the body files hold their plaintext.
+pub(crate) fn seal_items<'a>(node: &Replica, items: impl Iterator<Item = &'a mut PushItem>) {
+    let mut items: Vec<&mut PushItem> = items.collect();
+    if let Some(sub) = crate::doors::auth::subject() {
+        for item in items.iter_mut() {
+            item.payload = crate::http::producer::stamp(&sub, &item.payload);
+        }
+    }
+    let seal: Vec<bool> = {
+        let m = node.tenant_state();
+        items.iter().map(|i| m.queue(&i.queue).is_some_and(|q| q.options.encryption_enabled)).collect()
+    };
+    for (item, seal) in items.into_iter().zip(seal) {
+        if seal {
+            item.payload = node.sealer().seal(&item.payload);
+        }
+    }
+}
+
+/// The push answer: one element per item, in request order.
+fn render(node: &Replica, items: &[PushItem], results: &[regina_state::outcome::PushResult]) -> ApiResult<Vec<Value>> {
+    let mut out = Vec::with_capacity(results.len());
+    for (i, (r, item)) in results.iter().zip(items).enumerate() {
+        if r.status == PushStatus::Full {
+            // The clients surface a per-item failure only as `failed`.
+            out.push(json!({
+                "index": i,
+                "message_id": null,
+                "transaction_id": item.transaction_id,
+                "transactionId": item.transaction_id,
+                "queueName": item.queue,
+                "status": "failed",
+                "error": "queue is full: it holds maxSize messages",
+            }));
+            continue;
+        }
+        let id = match r.message_id {
+            Some(id) => id,
+            None => original_id(node, r.pos, r.len)?,
+        };
+        out.push(json!({
+            "index": i,
+            "message_id": uuid_string(&id),
+            "transaction_id": item.transaction_id,
+            "transactionId": item.transaction_id,
+            "queueName": item.queue,
+            "partitionId": r.partition_id.to_string(),
+            "offset": r.offset,
+            "status": if r.status == PushStatus::Queued { "queued" } else { "duplicate" },
+        }));
+    }
+    Ok(out)
+}
+
+/// The id of an already stored message, read from its body.
+fn original_id(node: &Replica, pos: u64, len: u32) -> ApiResult<[u8; 16]> {
+    let bytes = node.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a body: {e}")))?;
+    BodyRecord::decode(&bytes).map(|b| b.id).ok_or_else(|| ApiError::internal("a stored body is unreadable"))
+}
+
+pub(crate) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
+    let payload = it.payload.map(|p| p.get().as_bytes().to_vec()).unwrap_or_else(|| b"null".to_vec());
+    let trace_id = match &it.trace_id {
+        Some(serde_json::Value::String(s)) => uuid::Uuid::parse_str(s).ok().map(|u| *u.as_bytes()),
+        _ => None,
+    };
+    let fields = ItemFields {
+        queue: &it.queue,
+        partition: it.partition.as_deref(),
+        transaction_id: it.transaction_id.as_deref(),
+        trace_id,
+        message_id: None,
+    };
+    checked_item(i, fields, payload)
+}
+
+/// An item read from a binary body; its payload must be JSON.
+pub(crate) fn from_binary(i: usize, b: binary::BinaryItem) -> ApiResult<PushItem> {
+    if !crate::http::input::is_json_document(&b.payload) {
+        return Err(ApiError::bad_body(format!("items[{i}]: payload is not a JSON document in UTF-8")));
+    }
+    let fields = ItemFields {
+        queue: &b.queue,
+        partition: Some(&b.partition),
+        transaction_id: Some(&b.transaction_id),
+        trace_id: None,
+        message_id: b.message_id,
+    };
+    checked_item(i, fields, b.payload)
+}
+
+struct ItemFields<'a> {
+    queue: &'a str,
+    partition: Option<&'a str>,
+    transaction_id: Option<&'a str>,
+    trace_id: Option<[u8; 16]>,
+    message_id: Option<[u8; 16]>,
+}
+
+/// Checks one item against the name and size limits and fills defaults: the
+/// `Default` partition, a minted transaction id, a minted message id.
+fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem> {
+    let at = |e: String| format!("items[{i}]: {e}");
+    validate_name(NameKind::Queue, f.queue)
+        .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+    let partition = match f.partition {
+        None | Some("") => DEFAULT_PARTITION.to_string(),
+        Some(p) => {
+            validate_name(NameKind::Partition, p)
+                .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+            p.to_string()
+        }
+    };
+    let transaction_id = match f.transaction_id {
+        None | Some("") => regina_node::ids::new_id().to_string(),
+        Some(t) if t.len() > TRANSACTION_ID_BYTES_MAX => {
+            return Err(ApiError::too_large(at(format!(
+                "transactionId is {} bytes; the limit is {TRANSACTION_ID_BYTES_MAX}",
+                t.len()
+            ))))
+        }
+        Some(t) => t.to_string(),
+    };
+    if payload.len() > PAYLOAD_BYTES_MAX {
+        return Err(ApiError::too_large(at(format!(
+            "payload is {} bytes; the limit is {PAYLOAD_BYTES_MAX}",
+            payload.len()
+        ))));
+    }
+    Ok(PushItem {
+        queue: f.queue.to_string(),
+        partition,
+        transaction_id,
+        trace_id: f.trace_id,
+        message_id: f.message_id.unwrap_or_else(|| *regina_node::ids::new_id().as_bytes()),
+        payload,
+    })
+}
