@@ -205,7 +205,7 @@ mod tests {
     use super::*;
 
     fn open_gate() -> Arc<Gate> {
-        let gate = Gate::new(1, Arc::default());
+        let gate = Gate::new(1, Arc::default(), Rng::new(1));
         gate.close(); // calls fail unparked: drive the Io directly below
         gate
     }

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::rng::Rng;
 use crate::NodeId;
 
 /// A disk call the writer wants to make.
@@ -73,9 +74,13 @@ struct Batch {
     synced: bool,
     /// A call of it failed: the writer fails the whole batch.
     failed: bool,
+    /// Virtual time before which it is not driven: a slow fsync, behind
+    /// which other groups' appends gather for the next batch. It is driven
+    /// at the first idle moment from then on (the next timer: a heartbeat
+    /// at the latest).
+    ready_at: Option<tokio::time::Instant>,
 }
 
-#[derive(Default)]
 struct State {
     /// Handed to the WAL, not yet taken by the writer, in order.
     queued: VecDeque<Sub>,
@@ -93,6 +98,8 @@ struct State {
     crash_at: Option<IoCall>,
     /// Torn down: calls fail at once without parking.
     closed: bool,
+    /// How long each batch is held (seeded).
+    rng: Rng,
 }
 
 /// One per node incarnation, shared by its `SimIo` (writer side) and the
@@ -113,8 +120,19 @@ const STALL: Duration = Duration::from_secs(60);
 impl Gate {
     /// `joint` counts the batches that cover appends of several groups
     /// with one fsync (all incarnations together).
-    pub fn new(node: NodeId, joint: Arc<AtomicU64>) -> Arc<Gate> {
-        Arc::new(Gate { node, state: Mutex::new(State::default()), cv: Condvar::new(), joint })
+    pub fn new(node: NodeId, joint: Arc<AtomicU64>, rng: Rng) -> Arc<Gate> {
+        let state = State {
+            queued: VecDeque::new(),
+            batch: None,
+            parked: None,
+            verdict: None,
+            finished: 0,
+            crashed: false,
+            crash_at: None,
+            closed: false,
+            rng,
+        };
+        Arc::new(Gate { node, state: Mutex::new(state), cv: Condvar::new(), joint })
     }
 
     // ---- writer side ----
@@ -255,7 +273,9 @@ impl Gate {
                 );
             }
         }
-        let mut batch = Batch::default();
+        let hold = if s.rng.chance(400) { 0 } else { s.rng.range(1, 5) };
+        let ready_at = Some(tokio::time::Instant::now() + Duration::from_millis(hold));
+        let mut batch = Batch { ready_at, ..Batch::default() };
         for sub in s.queued.drain(..) {
             batch.appends += usize::from(sub.append);
             batch.bytes += sub.bytes;
@@ -278,7 +298,10 @@ impl Gate {
     /// every core is idle, so each wake surely queues its core (a core
     /// already queued would not be queued again, and the wait would never
     /// end).
-    pub fn complete(&self, woken: &dyn Fn() -> usize) {
+    ///
+    /// A batch is held for a few (seeded) virtual milliseconds first, as a
+    /// slow disk would hold it, unless `now`.
+    pub fn complete(&self, woken: &dyn Fn() -> usize, now: bool) {
         let mut s = self.state.lock();
         // Without a batch nothing is queued either (a submission to an idle
         // writer is taken at once, see `handed`): nothing to drive.
@@ -288,6 +311,9 @@ impl Gate {
         if s.closed {
             s.batch = None;
             s.queued.clear();
+            return;
+        }
+        if !now && s.batch.as_ref().and_then(|b| b.ready_at).is_some_and(|at| tokio::time::Instant::now() < at) {
             return;
         }
         let base = woken();
@@ -340,6 +366,6 @@ impl Gate {
     /// Drives a batch of markers that was just taken (see [`Gate::handed`])
     /// through the disk; nothing waits for its callback.
     pub fn complete_markers(&self) {
-        self.complete(&|| 0);
+        self.complete(&|| 0, true);
     }
 }

@@ -31,7 +31,7 @@ use crate::history::{History, Registry};
 use crate::log::SimLog;
 use crate::machine::SimSm;
 use crate::network::{Net, Peer, SimNetwork};
-use crate::rng::Rng;
+use crate::rng::{mix, Rng};
 use crate::settle::Settler;
 use crate::NodeId;
 
@@ -56,6 +56,8 @@ pub struct Ctx {
     pub forget_syncs: bool,
     /// Conflicting log tails dropped, all nodes together.
     pub truncations: Arc<AtomicU64>,
+    /// Seeds how long each node's disk holds a WAL batch.
+    pub disk_seed: u64,
     /// WAL batches that covered appends of several groups with one fsync.
     pub joint_batches: Arc<AtomicU64>,
 }
@@ -129,7 +131,8 @@ impl Node {
     pub async fn start(&mut self, ctx: &Ctx) -> Result<(), String> {
         assert!(self.running.is_none(), "node {} is already running", self.id);
         self.incarnation += 1;
-        let gate = Gate::new(self.id, ctx.joint_batches.clone());
+        let rng = Rng::new(mix(ctx.disk_seed, self.id << 16 | u64::from(self.incarnation)));
+        let gate = Gate::new(self.id, ctx.joint_batches.clone(), rng);
         let io = SimIo::new(gate.clone(), ctx.forget_syncs);
         // No batch cap (a run's batches are far below the real one): the
         // gate then knows that a batch is everything queued (see `gate`).

@@ -52,7 +52,7 @@ impl Settler {
         let gates: Vec<Arc<Gate>> = self.gates.lock().values().cloned().collect();
         for gate in gates {
             if gate.busy() {
-                gate.complete(&woken_from_outside);
+                gate.complete(&woken_from_outside, false);
             }
         }
     }

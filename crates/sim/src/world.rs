@@ -128,6 +128,7 @@ impl World {
             forget_syncs: cfg.sabotage == Some(Sabotage::ForgetSyncs),
             truncations: Default::default(),
             joint_batches: Default::default(),
+            disk_seed: root.fork(5).next_u64(),
         };
         let nodes = (1..=NODES).map(Node::new).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
         // Group 0 draws the workload stream a one-group run always drew.
@@ -300,10 +301,20 @@ impl World {
         }
     }
 
-    /// Sends one client request, to a seeded group, to the node that seems
-    /// to lead it.
+    /// Sends a client request to a seeded group, to the node that seems to
+    /// lead it; now and then one to each of several groups at once, as
+    /// clients of different tenants would, so that the groups' appends meet
+    /// in the nodes' shared WAL batches.
     pub(crate) fn client_request(&mut self) {
-        let g = self.route.below(u64::from(self.cfg.groups)) as u16;
+        let groups = u64::from(self.cfg.groups);
+        let burst = if groups > 1 && self.route.chance(300) { self.route.range(2, groups + 1) } else { 1 };
+        let first = self.route.below(groups);
+        for k in 0..burst {
+            self.request_to(((first + k) % groups) as u16);
+        }
+    }
+
+    fn request_to(&mut self, g: u16) {
         let planned = self.books[usize::from(g)].workload.request();
         let target = match self.leader(g) {
             Some((id, _)) => Some(id),
