@@ -6,9 +6,10 @@
 //! deterministic. The WAL's writer threads (one per node, shared by its
 //! groups) are the exception (see `gate`): their batches are completed in
 //! the `on_thread_park` hook, i.e. exactly when the runtime has run out of
-//! work, one batch per node, one node after another in id order, before
-//! the clock may move. A flush therefore takes no virtual time and always
-//! lands at the same point of a replay.
+//! work, at most one batch per node, one node after another in id order,
+//! before the clock may move. A batch waits a seeded few virtual
+//! milliseconds first (a slow disk) and then lands at the first idle moment
+//! from then on: always the same point of a replay.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

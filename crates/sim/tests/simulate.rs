@@ -47,14 +47,21 @@ fn seeds() -> Vec<u64> {
 #[test]
 fn simulate_seeds() {
     let mut failed = Vec::new();
-    for seed in seeds() {
+    let seeds = seeds();
+    // What the passing runs exercised, summed.
+    let (mut joint, mut multi, mut moves, mut groups) = (0, 0, 0, 0);
+    for &seed in &seeds {
         let started = std::time::Instant::now();
         match run(config(seed)) {
             Ok(report) => {
                 if std::env::var_os("SIM_TRACE").is_some() {
                     println!("{}", report.trace.join("\n"));
                 }
-                println!("ok  {report} ({:.2?} real)", started.elapsed())
+                println!("ok  {report} ({:.2?} real)", started.elapsed());
+                joint += report.joint_batches;
+                multi += report.multi_leader_crashes;
+                moves += report.moves;
+                groups = report.groups;
             }
             Err(f) => {
                 println!("FAILED seed {seed}: {}", f.message);
@@ -65,6 +72,16 @@ fn simulate_seeds() {
     if let Some(first) = failed.first() {
         let seeds: Vec<String> = failed.iter().map(|f| f.seed.to_string()).collect();
         panic!("{} seed(s) failed: {}\n\n{first}", failed.len(), seeds.join(", "));
+    }
+    println!(
+        "{} seeds: {joint} fsyncs shared by groups, {multi} crashes of a leader of several groups, {moves} leader moves",
+        seeds.len()
+    );
+    // Enough seeds of several groups must have exercised what groups bring.
+    if seeds.len() >= 16 && groups > 1 {
+        assert!(joint > 0, "no WAL batch covered appends of two groups: the shared group commit went untested");
+        assert!(multi > 0, "no crash took down the leader of two groups at once");
+        assert!(moves > 0, "no leader moved");
     }
 }
 
