@@ -9,7 +9,7 @@ use openraft::RaftLogReader;
 
 use crate::canon::{canonical, fnv};
 use crate::client::Reply;
-use crate::invariants::{final_pushes, history_invariants};
+use crate::invariants::{final_pushes, history_invariants, own_names};
 use crate::jobs::JobFigures;
 use crate::panics;
 use crate::sim::{Failure, Report};
@@ -43,7 +43,10 @@ impl World {
                 let Some(r) = n.running.as_ref().filter(|r| !r.gate.crashed()) else { continue };
                 let m = r.groups[gi].shared.machine.read();
                 let book = &mut self.books[gi];
-                let checked = book.checker.node(n.id, n.incarnation, m.last_applied, &m.state, &history, &book.acked);
+                let checked = book
+                    .checker
+                    .node(n.id, n.incarnation, m.last_applied, &m.state, &history, &book.acked)
+                    .and_then(|_| own_names(&m.state, g).map_err(|e| format!("node {}: {e}", n.id)));
                 if let Err(e) = checked {
                     drop(m);
                     return Err(self.fail(format!("g{g}: {e}")));

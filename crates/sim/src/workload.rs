@@ -30,6 +30,21 @@ use crate::client::Reply;
 use crate::invariants::flatten;
 use crate::rng::Rng;
 
+/// The group's tag, in everything its workload names.
+pub fn tag(group: u16) -> String {
+    format!("g{group}")
+}
+
+/// How the names of a group's queues start.
+pub fn queue_prefix(group: u16) -> String {
+    format!("sim.{}.", tag(group))
+}
+
+/// How the ids of a group's pop leases start.
+pub fn lease_prefix(tag: &str) -> String {
+    format!("{tag}L")
+}
+
 /// The queue's name, after the group's tag.
 pub const QUEUE: &str = "work.orders";
 pub const GROUP: &str = "workers";
@@ -77,11 +92,11 @@ pub struct Planned {
 
 impl Workload {
     pub fn new(rng: Rng, group: u16) -> Workload {
-        let tag = format!("g{group}");
+        let tag = tag(group);
         Workload {
             rng,
-            queue: format!("sim.{tag}.{QUEUE}"),
-            job_queue: format!("sim.{tag}.{JOB_QUEUE}"),
+            queue: format!("{}{QUEUE}", queue_prefix(group)),
+            job_queue: format!("{}{JOB_QUEUE}", queue_prefix(group)),
             tag,
             next: 0,
             retry: Vec::new(),
@@ -131,7 +146,7 @@ impl Workload {
         let partition = self.rng.chance(300).then(|| format!("p{}", self.rng.below(PARTITIONS)));
         let batch = self.rng.range(1, 4) as u32;
         let lease_ms = self.rng.range(200, 3000);
-        let lease_id = format!("{}L{n}", self.tag);
+        let lease_id = format!("{}{n}", lease_prefix(&self.tag));
         let label = format!("pop {} b{batch} lease {lease_id} {lease_ms}ms", partition.as_deref().unwrap_or("*"));
         let cmd = PopCmd {
             target: PopTarget::Queue { queue: self.queue.clone(), partition },
