@@ -369,3 +369,85 @@ impl Gate {
         self.complete(&|| 0, true);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use regina_storage::{Wal, WalOptions};
+
+    use super::*;
+    use crate::disk::SimIo;
+
+    /// A WAL over the simulated disk, and a count of its append callbacks
+    /// standing in for the Raft cores they would wake.
+    fn wal(gate: &Arc<Gate>) -> (tempfile::TempDir, Wal, Arc<AtomicUsize>) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = WalOptions { segment_bytes: 16 << 10, max_batch_bytes: u64::MAX, ..WalOptions::default() };
+        let (wal, _) = Wal::open(dir.path().join("wal"), options, SimIo::new(gate.clone(), false)).expect("opens");
+        (dir, wal, Arc::new(AtomicUsize::new(0)))
+    }
+
+    fn append(gate: &Gate, wal: &Wal, woken: &Arc<AtomicUsize>, bytes: &[u8]) -> bool {
+        gate.submit(Sub { append: true, bytes: 0 });
+        let woken = woken.clone();
+        wal.append(
+            vec![bytes.to_vec()],
+            Box::new(move |r| {
+                assert!(r.is_ok(), "{r:?}");
+                woken.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        gate.handed()
+    }
+
+    #[test]
+    fn appends_queued_behind_a_batch_make_the_next_batch_together() {
+        let joint = Arc::new(AtomicU64::new(0));
+        let gate = Gate::new(1, joint.clone(), Rng::new(1));
+        let (_dir, wal, woken) = wal(&gate);
+        let count = || woken.load(Ordering::SeqCst);
+        // An idle writer takes the first append alone and parks with it.
+        assert!(append(&gate, &wal, &woken, b"group 0"));
+        // Two groups append while it is parked: queued, not taken.
+        assert!(!append(&gate, &wal, &woken, b"group 1"));
+        assert!(!append(&gate, &wal, &woken, b"group 2"));
+        assert_eq!(count(), 0, "nothing is durable before the simulator lets it through");
+        gate.complete(&count, true);
+        assert_eq!(count(), 1, "the first batch is done, the next one not started");
+        assert_eq!(joint.load(Ordering::SeqCst), 1, "the two queued appends were taken as one batch");
+        assert!(gate.busy());
+        gate.complete(&count, true);
+        assert_eq!(count(), 3, "one batch covered both");
+        assert!(!gate.busy());
+        gate.close();
+    }
+
+    #[test]
+    fn a_crash_at_the_fsync_fails_the_batch_and_what_was_queued_behind_it() {
+        let gate = Gate::new(1, Arc::default(), Rng::new(2));
+        let (_dir, wal, woken) = wal(&gate);
+        let failed = Arc::new(AtomicUsize::new(0));
+        let count = || woken.load(Ordering::SeqCst) + failed.load(Ordering::SeqCst);
+        let submit = |bytes: &[u8]| {
+            gate.submit(Sub { append: true, bytes: 0 });
+            let failed = failed.clone();
+            wal.append(
+                vec![bytes.to_vec()],
+                Box::new(move |r| {
+                    assert!(r.is_err(), "a crashed disk made it durable");
+                    failed.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
+            gate.handed()
+        };
+        assert!(submit(b"group 0"));
+        assert!(!submit(b"group 1"));
+        gate.crash_at_next(IoCall::Sync);
+        gate.complete(&count, true);
+        assert!(gate.crashed());
+        assert_eq!(failed.load(Ordering::SeqCst), 2, "both appends failed, the queued one without a disk call");
+        assert!(!gate.busy());
+        gate.close();
+    }
+}
