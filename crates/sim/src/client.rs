@@ -1,5 +1,6 @@
-//! Clients: each request is a task that calls `client_write` on the node
-//! the simulator believes leads, with a deadline, and records the answer.
+//! Clients: each request is a task that calls `client_write` on the Raft of
+//! its group on the node the simulator believes leads that group, with a
+//! deadline, and records the answer.
 //!
 //! Only an `Ok` is an acknowledgement. Every other end (a timeout, a node
 //! that stopped leading, a crash) leaves the request's fate unknown: it may
@@ -37,6 +38,8 @@ pub struct Op {
     pub id: u64,
     pub step: u32,
     pub node: NodeId,
+    /// The Raft group it was sent to.
+    pub group: u16,
     pub label: String,
     pub entry: Entry,
     pub reply: Option<Reply>,
@@ -74,12 +77,19 @@ fn pop_bodies(shared: &SharedState, outcome: &Outcome) -> Vec<(u64, u64, Option<
 }
 
 /// Starts a request; its answer shows up in `clients` when it ends.
-pub fn submit(clients: &Arc<Mutex<Clients>>, peer: Peer, node: NodeId, step: u32, label: String, entry: Entry) -> u64 {
+pub fn submit(
+    clients: &Arc<Mutex<Clients>>,
+    peer: Peer,
+    (node, group): (NodeId, u16),
+    step: u32,
+    label: String,
+    entry: Entry,
+) -> u64 {
     let id = {
         let mut c = clients.lock();
         c.next += 1;
         let id = c.next;
-        c.ops.insert(id, Op { id, step, node, label, entry: entry.clone(), reply: None });
+        c.ops.insert(id, Op { id, step, node, group, label, entry: entry.clone(), reply: None });
         id
     };
     let clients = clients.clone();

@@ -182,7 +182,7 @@ impl SimIo {
 
 impl Io for SimIo {
     fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
-        let result = match self.gate.pass(IoCall::Write) {
+        let result = match self.gate.pass(IoCall::Write, buf.len() as u64) {
             Verdict::Proceed => self.write(file, buf, pos),
             Verdict::Fail => Err(crash_error()),
         };
@@ -191,7 +191,7 @@ impl Io for SimIo {
     }
 
     fn sync_data(&self, file: &File) -> io::Result<()> {
-        let result = match self.gate.pass(IoCall::Sync) {
+        let result = match self.gate.pass(IoCall::Sync, 0) {
             Verdict::Proceed => self.sync(file),
             Verdict::Fail => Err(crash_error()),
         };
@@ -205,7 +205,7 @@ mod tests {
     use super::*;
 
     fn open_gate() -> Arc<Gate> {
-        let gate = Gate::new(1);
+        let gate = Gate::new(1, Arc::default(), Rng::new(1));
         gate.close(); // calls fail unparked: drive the Io directly below
         gate
     }

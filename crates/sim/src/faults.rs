@@ -6,15 +6,22 @@
 //! - arm a crash at a node's next fsync (its batch is written but never
 //!   synced, the purest form of "lost unsynced writes") or at its next
 //!   write (nothing of the batch reaches the disk),
-//! - partition: isolate a node, cut one direction of a link, or cut the
-//!   leader from one follower, for a while,
+//! - partition: isolate a node, cut one direction of a link, or cut a
+//!   group's leader from one follower, for a while (a cut is between nodes,
+//!   so it hits every group on that link),
 //! - change the weather: message loss, delays, slow outliers, for a while,
-//! - take a snapshot on a node (the log behind it is purged, so a lagging
-//!   follower must install one),
+//! - take a snapshot of one group on a node (the log behind it is purged,
+//!   so a lagging follower must install one, and the shared WAL may release
+//!   a segment only once no group needs it),
 //! - restart a crashed node early,
-//! - move the leadership: a follower that holds the leader's whole log
-//!   campaigns while the leader is alive, as the server's balancer makes
-//!   one do (`regina_node::balance`), with client writes in flight.
+//! - move the leadership of one group: a follower that holds the group
+//!   leader's whole log campaigns while the leader is alive, as the
+//!   server's balancer makes one do (`regina_node::balance`), with client
+//!   writes in flight; half the time toward the group's preferred node
+//!   when that one is caught up, as the balancer would.
+//!
+//! A crash takes down every group of the node at once: a node leading
+//! several groups leaves each of them to elect a new leader.
 //!
 //! Crashed nodes come back after a seeded number of steps; at most one
 //! node is down at a time, now and then two (the cluster then stalls,
@@ -89,16 +96,25 @@ impl World {
     /// Tears a node down, lets its disk lose what no fsync covered, and
     /// schedules its restart.
     async fn take_down(&mut self, id: NodeId, how: &str) -> Result<(), Failure> {
+        let led: Vec<u16> = self.groups().filter(|g| self.leader(*g).is_some_and(|(l, _)| l == id)).collect();
         let mut rng = self.rng.fork(u64::from(self.step) << 8 | id);
         let ctx = &self.ctx;
         let loss = self.nodes[(id - 1) as usize].crash(ctx, &mut rng).await;
         let loss = loss.map_err(|e| self.fail(e))?;
         self.stats.crashes += 1;
+        if led.len() > 1 {
+            self.stats.multi_leader_crashes += 1;
+        }
         self.stats.lost_bytes += loss.bytes_lost;
         let back = self.step + self.rng.range(5, 50) as u32;
         self.restart_at.insert(id, back);
+        let led = if led.is_empty() {
+            String::new()
+        } else {
+            format!(" (it led {})", led.iter().map(|g| format!("g{g}")).collect::<Vec<_>>().join(", "))
+        };
         self.note(format!(
-            "n{id} {how}: {} unsynced writes, {} bytes lost, {} kept; back at step {back}",
+            "n{id} {how}{led}: {} unsynced writes, {} bytes lost, {} kept; back at step {back}",
             loss.writes, loss.bytes_lost, loss.bytes_kept
         ));
         Ok(())
@@ -109,8 +125,9 @@ impl World {
         if up.is_empty() || !self.may_take_one_down() {
             return;
         }
-        // The leader writes the most; aim at it half the time.
-        let id = match self.leader() {
+        // A leader writes the most; aim at one half the time.
+        let g = self.rng.below(u64::from(self.cfg.groups)) as u16;
+        let id = match self.leader(g) {
             Some((l, _)) if self.rng.chance(500) => l,
             _ => *self.rng.pick(&up),
         };
@@ -137,7 +154,9 @@ impl World {
         let ctx = &self.ctx;
         let started = self.nodes[(id - 1) as usize].start(ctx).await;
         started.map_err(|e| self.fail(e))?;
-        self.ctx.net.hear(id);
+        for g in self.groups() {
+            self.ctx.net.hear(id, g);
+        }
         let inc = self.node(id).incarnation;
         self.note(format!("n{id} restarts (incarnation {inc})"));
         Ok(())
@@ -148,6 +167,7 @@ impl World {
         let b = a % NODES + 1;
         let c = b % NODES + 1;
         let mut cut = BTreeSet::new();
+        let group = self.rng.below(u64::from(self.cfg.groups)) as u16;
         let what = match self.rng.below(4) {
             0 | 1 => {
                 for other in [b, c] {
@@ -160,12 +180,12 @@ impl World {
                 cut.insert((a, b));
                 format!("n{a} cannot reach n{b} (one way)")
             }
-            _ => match self.leader() {
+            _ => match self.leader(group) {
                 Some((l, _)) => {
                     let f = if l == a { b } else { a };
                     cut.insert((l, f));
                     cut.insert((f, l));
-                    format!("leader n{l} cut from n{f}")
+                    format!("a leader, n{l}, cut from n{f}")
                 }
                 None => {
                     self.ctx.net.set_cut(BTreeSet::new());
@@ -197,12 +217,14 @@ impl World {
         ));
     }
 
-    /// A targeted election: a caught-up follower campaigns while the leader
-    /// lives. The leader, whose own lease has run out, grants the vote of a
-    /// candidate with its whole log and steps down.
+    /// A targeted election in one group: a caught-up follower campaigns
+    /// while the group's leader lives. The leader, whose own lease has run
+    /// out, grants the vote of a candidate with its whole log and steps
+    /// down.
     async fn move_leader(&mut self) {
-        let Some((leader, _)) = self.leader() else { return };
-        let Some(m) = self.node(leader).running.as_ref().map(|r| r.raft.metrics().borrow().clone()) else { return };
+        let g = self.rng.below(u64::from(self.cfg.groups)) as u16;
+        let Some((leader, _)) = self.leader(g) else { return };
+        let Some(m) = self.node(leader).raft(g).map(|r| r.metrics().borrow().clone()) else { return };
         let last = m.last_log_index.unwrap_or(0);
         let caught_up: Vec<NodeId> = self
             .up()
@@ -213,15 +235,18 @@ impl World {
             })
             .collect();
         if caught_up.is_empty() {
-            self.note(format!("leader move skipped: no follower holds n{leader}'s log to {last}"));
+            self.note(format!("leader move in g{g} skipped: no follower holds n{leader}'s log to {last}"));
             return;
         }
-        let target = *self.rng.pick(&caught_up);
-        let Some(raft) = self.node(target).running.as_ref().map(|r| r.raft.clone()) else { return };
+        let home = Self::preferred(g);
+        let target = if caught_up.contains(&home) && self.rng.chance(500) { home } else { *self.rng.pick(&caught_up) };
+        let Some(raft) = self.node(target).raft(g) else { return };
         let _ = raft.trigger().elect().await;
-        self.ctx.net.hear(target);
+        self.ctx.net.hear(target, g);
         self.stats.moves += 1;
-        self.note(format!("leader move: n{target} (holding the log to {last}) campaigns to take over from n{leader}"));
+        self.note(format!(
+            "leader move in g{g}: n{target} (holding the log to {last}) campaigns to take over from n{leader}"
+        ));
     }
 
     async fn snapshot(&mut self) {
@@ -230,8 +255,9 @@ impl World {
             return;
         }
         let id = *self.rng.pick(&up);
-        let Some(raft) = self.node(id).running.as_ref().map(|r| r.raft.clone()) else { return };
+        let g = self.rng.below(u64::from(self.cfg.groups)) as u16;
+        let Some(raft) = self.node(id).raft(g) else { return };
         let _ = raft.trigger().snapshot().await;
-        self.note(format!("n{id} takes a snapshot"));
+        self.note(format!("n{id} takes a snapshot of g{g}"));
     }
 }

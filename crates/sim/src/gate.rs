@@ -1,27 +1,42 @@
 //! The handshake between a node's WAL writer thread and the simulator.
 //!
 //! The WAL writes and fsyncs on its own OS thread and then calls openraft's
-//! flush callback, which wakes the Raft core from outside the runtime. Left
-//! alone, *when* that wake lands among the runtime's other tasks would be
+//! flush callbacks, which wake the Raft cores from outside the runtime. Left
+//! alone, *when* those wakes land among the runtime's other tasks would be
 //! decided by the OS scheduler, and so would the order of everything after
-//! it: no seed could replay.
+//! it: no seed could replay. With several Raft groups on one WAL, so would
+//! which appends the writer takes into one batch.
 //!
 //! So every disk call of the writer parks here until the simulator lets it
-//! through, and the simulator only does that when the runtime has nothing
-//! else to run (see `settle`). It then waits, holding the runtime thread,
-//! until the wake has landed. Nothing on the runtime moves while the writer
-//! works, so its completions arrive at the same point of every replay. The
-//! one exception is a truncation marker, which nobody waits for: the log
-//! wrapper drives it through the disk before returning (see `log`).
+//! through, and the gate mirrors the WAL's queue: what was handed to the
+//! writer and not yet taken (`queued`), and the batch it took (`batch`).
+//! - A submission while the writer has no batch makes the runtime thread
+//!   wait until the writer has taken it and parked at its first call, so a
+//!   batch is always exactly what was queued at a point the runtime chose
+//!   (the sim lifts the WAL's batch cap, see `node`, so that is everything
+//!   queued).
+//! - A batch is driven through its calls only when the runtime has nothing
+//!   else to run (see `settle`), holding the runtime thread until every
+//!   flush callback of the batch has woken its Raft core (one per append:
+//!   each core waits for its flush before it appends again). If more was
+//!   queued meanwhile, the gate also waits until the writer has taken that
+//!   as its next batch. Nothing on the runtime moves while the writer
+//!   works, so its completions arrive at the same point of every replay.
+//! - A batch of truncation markers only, which nobody waits for, is done
+//!   when its bytes are written and synced. A marker handed to an idle
+//!   writer is driven through at once by the log wrapper (see `log`).
 //!
 //! The simulator also decides what each call does: go through, or fail as
 //! if the machine had died right there (a crash between write and fsync).
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::rng::Rng;
 use crate::NodeId;
 
 /// A disk call the writer wants to make.
@@ -39,12 +54,40 @@ pub enum Verdict {
     Fail,
 }
 
-#[derive(Default)]
+/// One request handed to the WAL, as the gate mirrors it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sub {
+    /// An append whose flush a Raft core waits for (else a truncation
+    /// marker nobody waits for).
+    pub append: bool,
+    /// Framed bytes (only needed for markers).
+    pub bytes: u64,
+}
+
+/// The batch the writer took.
+#[derive(Debug, Default)]
+struct Batch {
+    appends: usize,
+    bytes: u64,
+    written: u64,
+    /// A sync went through after the last write.
+    synced: bool,
+    /// A call of it failed: the writer fails the whole batch.
+    failed: bool,
+    /// Virtual time before which it is not driven: a slow fsync, behind
+    /// which other groups' appends gather for the next batch. It is driven
+    /// at the first idle moment from then on (the next timer: a heartbeat
+    /// at the latest).
+    ready_at: Option<tokio::time::Instant>,
+}
+
 struct State {
-    /// Appends handed to the WAL whose flush openraft is waiting for.
-    awaiting: u32,
-    /// The call the writer is parked at, if any.
-    parked: Option<IoCall>,
+    /// Handed to the WAL, not yet taken by the writer, in order.
+    queued: VecDeque<Sub>,
+    /// What the writer took and has not finished.
+    batch: Option<Batch>,
+    /// The call the writer is parked at, if any, and its length.
+    parked: Option<(IoCall, u64)>,
     verdict: Option<Verdict>,
     /// Calls that have finished (either way).
     finished: u64,
@@ -55,14 +98,18 @@ struct State {
     crash_at: Option<IoCall>,
     /// Torn down: calls fail at once without parking.
     closed: bool,
+    /// How long each batch is held (seeded).
+    rng: Rng,
 }
 
 /// One per node incarnation, shared by its `SimIo` (writer side) and the
-/// simulator (runtime side).
+/// simulator (runtime side). One per node, not per group: the groups share
+/// the node's one WAL writer.
 pub struct Gate {
     node: NodeId,
     state: Mutex<State>,
     cv: Condvar,
+    joint: Arc<AtomicU64>,
 }
 
 /// How long the simulator waits (in real time) for the writer thread before
@@ -71,19 +118,33 @@ pub struct Gate {
 const STALL: Duration = Duration::from_secs(60);
 
 impl Gate {
-    pub fn new(node: NodeId) -> Arc<Gate> {
-        Arc::new(Gate { node, state: Mutex::new(State::default()), cv: Condvar::new() })
+    /// `joint` counts the batches that cover appends of several groups
+    /// with one fsync (all incarnations together).
+    pub fn new(node: NodeId, joint: Arc<AtomicU64>, rng: Rng) -> Arc<Gate> {
+        let state = State {
+            queued: VecDeque::new(),
+            batch: None,
+            parked: None,
+            verdict: None,
+            finished: 0,
+            crashed: false,
+            crash_at: None,
+            closed: false,
+            rng,
+        };
+        Arc::new(Gate { node, state: Mutex::new(state), cv: Condvar::new(), joint })
     }
 
     // ---- writer side ----
 
-    /// Parks the writer until the simulator decides what `call` does.
-    pub fn pass(&self, call: IoCall) -> Verdict {
+    /// Parks the writer until the simulator decides what `call` (of `len`
+    /// bytes for a write) does.
+    pub fn pass(&self, call: IoCall, len: u64) -> Verdict {
         let mut s = self.state.lock();
         if s.closed {
             return Verdict::Fail;
         }
-        s.parked = Some(call);
+        s.parked = Some((call, len));
         self.cv.notify_all();
         loop {
             if let Some(v) = s.verdict.take() {
@@ -106,18 +167,28 @@ impl Gate {
 
     // ---- simulator side ----
 
-    /// openraft now waits for the flush of an append just handed to the WAL.
-    pub fn begin_append(&self) {
-        self.state.lock().awaiting += 1;
+    /// About to hand `sub` to the WAL (before the call: the writer parks at
+    /// its first disk call, so nothing completes before the gate knows).
+    pub fn submit(&self, sub: Sub) {
+        self.state.lock().queued.push_back(sub);
     }
 
-    /// The append was refused before it reached the WAL: nothing to wait for.
-    pub fn cancel_append(&self) {
-        self.state.lock().awaiting -= 1;
+    /// The submission just made has reached the WAL's queue. If the writer
+    /// had no batch, it takes what is queued now: wait until it has parked
+    /// with it. Answers whether that happened (the submission then makes up
+    /// a batch of its own).
+    pub fn handed(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.batch.is_some() || s.queued.is_empty() {
+            return false;
+        }
+        self.take_batch(&mut s);
+        true
     }
 
-    pub fn awaiting(&self) -> bool {
-        self.state.lock().awaiting > 0
+    /// Whether the writer has work the simulator must drive.
+    pub fn busy(&self) -> bool {
+        self.state.lock().batch.is_some()
     }
 
     pub fn crashed(&self) -> bool {
@@ -141,7 +212,7 @@ impl Gate {
     }
 
     /// Releases anything still parked with a failure and fails later calls
-    /// without parking. Only once the node's Raft is gone.
+    /// without parking. Only once the node's Rafts are gone.
     pub fn close(&self) {
         self.state.lock().closed = true;
         self.cv.notify_all();
@@ -161,8 +232,18 @@ impl Gate {
 
     /// Lets the parked call through and waits until the writer finished it.
     fn release(&self, s: &mut MutexGuard<'_, State>) -> Verdict {
-        let call = s.parked.expect("a parked call");
+        let (call, len) = s.parked.expect("a parked call");
         let v = Self::verdict_for(s, call);
+        if let Some(b) = s.batch.as_mut() {
+            match (v, call) {
+                (Verdict::Fail, _) => b.failed = true,
+                (Verdict::Proceed, IoCall::Write) => {
+                    b.written += len;
+                    b.synced = false;
+                }
+                (Verdict::Proceed, IoCall::Sync) => b.synced = true,
+            }
+        }
         let target = s.finished + 1;
         s.verdict = Some(v);
         self.cv.notify_all();
@@ -175,58 +256,198 @@ impl Gate {
         v
     }
 
-    fn wait_parked(&self, s: &mut MutexGuard<'_, State>, what: &str) {
+    /// Waits until the writer has taken everything queued as its next batch
+    /// and parked at the batch's first disk call.
+    fn take_batch(&self, s: &mut MutexGuard<'_, State>) {
         let deadline = Instant::now() + STALL;
         while s.parked.is_none() || s.verdict.is_some() {
+            if s.closed {
+                // Torn down: the writer fails everything without parking.
+                s.queued.clear();
+                return;
+            }
             if self.cv.wait_until(s, deadline).timed_out() {
                 panic!(
-                    "node {}: the WAL writer never reached its {what} within {STALL:?}; has the write path changed?",
+                    "node {}: the WAL writer never took its next batch within {STALL:?}; has the write path changed?",
                     self.node
                 );
             }
         }
+        let hold = if s.rng.chance(400) { 0 } else { s.rng.range(1, 5) };
+        let ready_at = Some(tokio::time::Instant::now() + Duration::from_millis(hold));
+        let mut batch = Batch { ready_at, ..Batch::default() };
+        for sub in s.queued.drain(..) {
+            batch.appends += usize::from(sub.append);
+            batch.bytes += sub.bytes;
+        }
+        if batch.appends > 1 {
+            self.joint.fetch_add(1, Ordering::Relaxed);
+        }
+        s.batch = Some(batch);
     }
 
-    /// Drives the append openraft waits for through its writes and fsyncs
-    /// until its flush callback has woken the Raft core. `woken` counts the
-    /// tasks woken from outside the runtime and not yet run; the core's wake
-    /// is the only one that can happen meanwhile, because every other
-    /// writer is parked and nothing on the runtime runs.
+    /// Drives the writer's batch through its writes and fsyncs until it is
+    /// done: every flush callback of it has woken its Raft core, or, for a
+    /// batch of markers, its bytes are written and synced. `woken` counts
+    /// the tasks woken from outside the runtime and not yet run; the
+    /// batch's wakes are the only ones that can happen meanwhile, because
+    /// every other writer is parked or idle and nothing on the runtime runs.
+    /// Then, if more was queued, waits until the writer has taken it.
     ///
-    /// Only when the runtime has run out of work: then the core is idle, so
-    /// its wake surely queues it (a core already queued would not be queued
-    /// again, and the wait would never end).
-    pub fn complete_append(&self, woken: &dyn Fn() -> usize) {
+    /// A batch with appends only when the runtime has run out of work: then
+    /// every core is idle, so each wake surely queues its core (a core
+    /// already queued would not be queued again, and the wait would never
+    /// end).
+    ///
+    /// A batch is held for a few (seeded) virtual milliseconds first, as a
+    /// slow disk would hold it, unless `now`.
+    pub fn complete(&self, woken: &dyn Fn() -> usize, now: bool) {
+        let mut s = self.state.lock();
+        // Without a batch nothing is queued either (a submission to an idle
+        // writer is taken at once, see `handed`): nothing to drive.
+        if s.batch.is_none() {
+            return;
+        }
+        if s.closed {
+            s.batch = None;
+            s.queued.clear();
+            return;
+        }
+        if !now && s.batch.as_ref().and_then(|b| b.ready_at).is_some_and(|at| tokio::time::Instant::now() < at) {
+            return;
+        }
         let base = woken();
         let deadline = Instant::now() + STALL;
-        let mut s = self.state.lock();
         loop {
-            // A parked writer has not called back yet: look at it first.
+            // Looked at with the writer's state in hand: a writer parked
+            // again has made every callback of the batch before, so a
+            // parked call of a batch that is not done yet is its own.
+            let b = s.batch.as_ref().expect("driving a batch");
+            let done = if b.appends > 0 {
+                woken() >= base + b.appends
+            } else {
+                b.failed || (b.written >= b.bytes && b.synced)
+            };
+            if done {
+                break;
+            }
             if s.parked.is_some() && s.verdict.is_none() {
                 self.release(&mut s);
                 continue;
             }
-            if woken() > base {
-                s.awaiting -= 1;
-                return;
-            }
             if Instant::now() > deadline {
-                panic!("node {}: an append's flush callback never woke the Raft core within {STALL:?}", self.node);
+                panic!(
+                    "node {}: a WAL batch ({} appends, {}/{} bytes) never completed within {STALL:?}",
+                    self.node, b.appends, b.written, b.bytes
+                );
+            }
+            self.cv.wait_for(&mut s, Duration::from_micros(50));
+        }
+        let done = s.batch.take().expect("driving a batch");
+        if s.queued.is_empty() {
+            return;
+        }
+        if !s.crashed {
+            self.take_batch(&mut s);
+            return;
+        }
+        // The log is poisoned: the writer fails what it takes next without
+        // touching the disk. Wait for those failures to wake their cores.
+        let appends = s.queued.drain(..).filter(|q| q.append).count();
+        let target = base + done.appends + appends;
+        while woken() < target {
+            if Instant::now() > deadline {
+                panic!("node {}: appends failed by a crashed WAL never woke their cores within {STALL:?}", self.node);
             }
             self.cv.wait_for(&mut s, Duration::from_micros(50));
         }
     }
 
-    /// Drives a lone record that nobody waits for (a truncation marker)
-    /// through its write and its fsync: one of each, as one small record
-    /// always fits in one segment.
-    pub fn complete_record(&self) {
-        let mut s = self.state.lock();
-        self.wait_parked(&mut s, "write of a truncation record");
-        if self.release(&mut s) == Verdict::Fail {
-            return;
-        }
-        self.wait_parked(&mut s, "fsync of a truncation record");
-        self.release(&mut s);
+    /// Drives a batch of markers that was just taken (see [`Gate::handed`])
+    /// through the disk; nothing waits for its callback.
+    pub fn complete_markers(&self) {
+        self.complete(&|| 0, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use regina_storage::{Wal, WalOptions};
+
+    use super::*;
+    use crate::disk::SimIo;
+
+    /// A WAL over the simulated disk, and a count of its append callbacks
+    /// standing in for the Raft cores they would wake.
+    fn wal(gate: &Arc<Gate>) -> (tempfile::TempDir, Wal, Arc<AtomicUsize>) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = WalOptions { segment_bytes: 16 << 10, max_batch_bytes: u64::MAX, ..WalOptions::default() };
+        let (wal, _) = Wal::open(dir.path().join("wal"), options, SimIo::new(gate.clone(), false)).expect("opens");
+        (dir, wal, Arc::new(AtomicUsize::new(0)))
+    }
+
+    fn append(gate: &Gate, wal: &Wal, woken: &Arc<AtomicUsize>, bytes: &[u8]) -> bool {
+        gate.submit(Sub { append: true, bytes: 0 });
+        let woken = woken.clone();
+        wal.append(
+            vec![bytes.to_vec()],
+            Box::new(move |r| {
+                assert!(r.is_ok(), "{r:?}");
+                woken.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        gate.handed()
+    }
+
+    #[test]
+    fn appends_queued_behind_a_batch_make_the_next_batch_together() {
+        let joint = Arc::new(AtomicU64::new(0));
+        let gate = Gate::new(1, joint.clone(), Rng::new(1));
+        let (_dir, wal, woken) = wal(&gate);
+        let count = || woken.load(Ordering::SeqCst);
+        // An idle writer takes the first append alone and parks with it.
+        assert!(append(&gate, &wal, &woken, b"group 0"));
+        // Two groups append while it is parked: queued, not taken.
+        assert!(!append(&gate, &wal, &woken, b"group 1"));
+        assert!(!append(&gate, &wal, &woken, b"group 2"));
+        assert_eq!(count(), 0, "nothing is durable before the simulator lets it through");
+        gate.complete(&count, true);
+        assert_eq!(count(), 1, "the first batch is done, the next one not started");
+        assert_eq!(joint.load(Ordering::SeqCst), 1, "the two queued appends were taken as one batch");
+        assert!(gate.busy());
+        gate.complete(&count, true);
+        assert_eq!(count(), 3, "one batch covered both");
+        assert!(!gate.busy());
+        gate.close();
+    }
+
+    #[test]
+    fn a_crash_at_the_fsync_fails_the_batch_and_what_was_queued_behind_it() {
+        let gate = Gate::new(1, Arc::default(), Rng::new(2));
+        let (_dir, wal, woken) = wal(&gate);
+        let failed = Arc::new(AtomicUsize::new(0));
+        let count = || woken.load(Ordering::SeqCst) + failed.load(Ordering::SeqCst);
+        let submit = |bytes: &[u8]| {
+            gate.submit(Sub { append: true, bytes: 0 });
+            let failed = failed.clone();
+            wal.append(
+                vec![bytes.to_vec()],
+                Box::new(move |r| {
+                    assert!(r.is_err(), "a crashed disk made it durable");
+                    failed.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
+            gate.handed()
+        };
+        assert!(submit(b"group 0"));
+        assert!(!submit(b"group 1"));
+        gate.crash_at_next(IoCall::Sync);
+        gate.complete(&count, true);
+        assert!(gate.crashed());
+        assert_eq!(failed.load(Ordering::SeqCst), 2, "both appends failed, the queued one without a disk call");
+        assert!(!gate.busy());
+        gate.close();
     }
 }

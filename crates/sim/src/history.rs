@@ -1,4 +1,6 @@
-//! What the state machines applied, index by index, across all nodes.
+//! What the state machines of one Raft group applied, index by index,
+//! across all nodes; and, across groups, which group each client entry was
+//! sent to ([`Registry`]).
 //!
 //! The first node to apply an index records the entry and the outcome;
 //! every later application of that index, by any node or by the same node
@@ -8,7 +10,7 @@
 //! incarnation applies indexes one after another, with jumps only through
 //! an installed snapshot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use regina_consensus::types::LogId;
 use regina_state::{Entry, Outcome};
@@ -92,5 +94,29 @@ impl History {
     /// The log id applied at `index`, if any node applied it.
     pub fn log_id_at(&self, index: u64) -> Option<LogId> {
         self.entries.get(&index).map(|a| a.log_id).or_else(|| self.snapshot_points.get(&index).copied())
+    }
+}
+
+/// Which group each client entry was sent to, by a digest of the entry.
+/// Entries carry ids minted once for the whole run (transaction, lease and
+/// request ids) and their proposal time, so two groups share a digest only
+/// for entries without either (a no-op proposed at the same moment).
+#[derive(Default)]
+pub struct Registry {
+    sent: BTreeMap<u64, BTreeSet<u16>>,
+}
+
+fn digest(entry: &Entry) -> u64 {
+    crate::canon::fnv(&crate::canon::canonical(entry))
+}
+
+impl Registry {
+    pub fn sent(&mut self, entry: &Entry, group: u16) {
+        self.sent.entry(digest(entry)).or_default().insert(group);
+    }
+
+    /// The groups `entry` was sent to (none if no client sent it).
+    pub fn groups_of(&self, entry: &Entry) -> BTreeSet<u16> {
+        self.sent.get(&digest(entry)).cloned().unwrap_or_default()
     }
 }

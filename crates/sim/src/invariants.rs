@@ -12,6 +12,10 @@
 //!   keep their fencing rules (see `jobs`).
 //! - At the end: the three nodes agree byte for byte and every
 //!   acknowledged push is there exactly once, body included.
+//! - Across groups, after every step: a group's state names only its own
+//!   queues and leases (every name carries the group's tag, see
+//!   `workload`); and every client entry a group applies or recovers from
+//!   the WAL was sent to that group (see `history::Registry`).
 
 use std::collections::BTreeMap;
 
@@ -84,6 +88,22 @@ fn leases_exclusive(state: &State) -> Result<(), String> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Nothing of another group got into group `group`'s state: its queues and
+/// pop leases all carry the group's tag.
+pub fn own_names(state: &State, group: u16) -> Result<(), String> {
+    let queue = crate::workload::queue_prefix(group);
+    if let Some(name) = state.queue_names.keys().find(|n| !n.starts_with(&queue)) {
+        return Err(format!("holds queue {name}, which is not one of group {group}'s: groups mixed up"));
+    }
+    let lease = crate::workload::lease_prefix(&crate::workload::tag(group));
+    let mut foreign: Vec<&String> = state.leases.keys().filter(|id| !id.starts_with(&lease)).collect();
+    foreign.sort();
+    if let Some(id) = foreign.first() {
+        return Err(format!("holds lease {id}, which is not one of group {group}'s: groups mixed up"));
     }
     Ok(())
 }
@@ -373,4 +393,20 @@ pub fn final_pushes(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_of_another_group_is_caught() {
+        let mut state = State::default();
+        state.queue_names.insert(format!("{}work.orders", crate::workload::queue_prefix(1)), 0);
+        assert!(own_names(&state, 1).is_ok());
+        let caught = own_names(&state, 0).expect_err("group 1's queue in group 0's state");
+        assert!(caught.contains("groups mixed up"), "{caught}");
+        // g1 is no prefix of g10's names.
+        assert!(own_names(&state, 10).is_err());
+    }
 }

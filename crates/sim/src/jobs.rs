@@ -52,6 +52,19 @@ pub struct JobFigures {
     pub lease_lost: u64,
 }
 
+impl JobFigures {
+    /// Adds another group's figures to these.
+    pub fn add(&mut self, o: &JobFigures) {
+        self.claims += o.claims;
+        self.replays += o.replays;
+        self.renews += o.renews;
+        self.completes += o.completes;
+        self.fails += o.fails;
+        self.releases += o.releases;
+        self.lease_lost += o.lease_lost;
+    }
+}
+
 fn scope_key(at: &JobTarget) -> ScopeKey {
     (at.queue.clone(), at.scope.clone())
 }

@@ -1,9 +1,11 @@
-//! The real `LogStore` under openraft, with the two things the simulation
-//! needs around it: it tells the node's gate when openraft starts waiting
-//! for a flush, and it drives a truncation marker through the disk before
-//! returning (openraft does not wait for those, so the simulator does, to
-//! keep the writer thread out of the runtime's way). After a crash every
-//! call fails, as a dead machine's disk would.
+//! The real `LogStore` of one Raft group under openraft, with what the
+//! simulation needs around it: it tells the node's gate (shared by all
+//! groups of the node, as their WAL writer is) about every request it hands
+//! to the WAL, so that the writer's batches are what the simulator expects,
+//! and when a truncation marker makes up a batch of its own it drives it
+//! through the disk before returning (openraft does not wait for those, so
+//! the simulator does, to keep the writer thread out of the runtime's way).
+//! After a crash every call fails, as a dead machine's disk would.
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -13,9 +15,10 @@ use std::sync::Arc;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 use regina_consensus::types::{LogId, RaftEntry, StorageError, Vote};
-use regina_consensus::{LogStore, TypeConfig};
+use regina_consensus::{wal_record, LogStore, TypeConfig};
+use regina_storage::wal::HEADER_LEN;
 
-use crate::gate::Gate;
+use crate::gate::{Gate, Sub};
 
 pub struct SimLog {
     inner: LogStore,
@@ -72,13 +75,16 @@ impl RaftLogStorage<TypeConfig> for SimLog {
         if let Some(e) = self.dead() {
             return Err(StorageIOError::write_logs(&e).into());
         }
-        // Counted before the hand-over: the writer parks at its first disk
-        // call, so the callback cannot run before the simulator sees this.
-        self.gate.begin_append();
-        let handed = self.inner.append(entries, callback).await;
-        if handed.is_err() {
-            self.gate.cancel_append();
+        let entries: Vec<RaftEntry> = entries.into_iter().collect();
+        if entries.is_empty() {
+            // Nothing for the writer: the store would only call back, and
+            // from its thread; answer here instead.
+            callback.log_io_completed(Ok(()));
+            return Ok(());
         }
+        self.gate.submit(Sub { append: true, bytes: 0 });
+        let handed = self.inner.append(entries, callback).await;
+        self.gate.handed();
         handed
     }
 
@@ -86,8 +92,12 @@ impl RaftLogStorage<TypeConfig> for SimLog {
         if let Some(e) = self.dead() {
             return Err(StorageIOError::write_logs(&e).into());
         }
+        let bytes = HEADER_LEN + wal_record::encode_truncate(self.inner.group(), log_id.index).len() as u64;
+        self.gate.submit(Sub { append: false, bytes });
         self.inner.truncate(log_id).await?;
-        self.gate.complete_record();
+        if self.gate.handed() {
+            self.gate.complete_markers();
+        }
         self.truncations.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

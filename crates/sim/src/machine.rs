@@ -2,7 +2,8 @@
 //!
 //! Each entry is applied on its own so that after every one the node's
 //! state can be checked (`State::check_invariants` and the lease rule) and
-//! the entry and its outcome recorded in the shared history. Snapshots are
+//! the entry and its outcome recorded in its group's history; a client
+//! entry must have been sent to this group. Snapshots are
 //! built by the real builder, but on a thread of their own with its own
 //! small runtime, while the simulation's runtime thread waits: the builder
 //! hands its work to `spawn_blocking`, whose completion would otherwise
@@ -19,28 +20,38 @@ use regina_consensus::types::{LogId, NodeId, RaftEntry, StorageError};
 use regina_consensus::{StateMachineStore, TypeConfig};
 use regina_state::Outcome;
 
-use crate::history::History;
+use crate::history::{History, Registry};
 use crate::invariants::state_invariants;
 
 pub struct SimSm {
     inner: StateMachineStore,
     node: NodeId,
+    group: u16,
     history: Arc<Mutex<History>>,
+    registry: Arc<Mutex<Registry>>,
     /// The last index this incarnation applied or installed.
     last: Option<u64>,
 }
 
 impl SimSm {
-    pub fn new(inner: StateMachineStore, node: NodeId, history: Arc<Mutex<History>>) -> SimSm {
+    pub fn new(
+        inner: StateMachineStore,
+        node: NodeId,
+        group: u16,
+        history: Arc<Mutex<History>>,
+        registry: Arc<Mutex<Registry>>,
+    ) -> SimSm {
         let last = inner.shared().machine.read().last_applied.map(|l| l.index);
-        SimSm { inner, node, history, last }
+        SimSm { inner, node, group, history, registry, last }
     }
 
     fn check_after(&self, log_id: LogId) {
         let shared = self.inner.shared();
         let verdict = state_invariants(&shared.machine.read().state);
         if let Err(e) = verdict {
-            self.history.lock().violation(format!("node {} after applying {log_id}: {e}", self.node));
+            self.history
+                .lock()
+                .violation(format!("node {} group {} after applying {log_id}: {e}", self.node, self.group));
         }
     }
 }
@@ -86,9 +97,18 @@ impl RaftStateMachine<TypeConfig> for SimSm {
             };
             if self.last.is_some_and(|l| log_id.index != l + 1) || (self.last.is_none() && log_id.index != 0) {
                 self.history.lock().violation(format!(
-                    "node {} applied index {} right after {:?}: applying must be gapless",
-                    self.node, log_id.index, self.last
+                    "node {} group {} applied index {} right after {:?}: applying must be gapless",
+                    self.node, self.group, log_id.index, self.last
                 ));
+            }
+            if let Some(x) = &entry {
+                let sent = self.registry.lock().groups_of(x);
+                if !sent.contains(&self.group) {
+                    self.history.lock().violation(format!(
+                        "node {} group {} applied {log_id}, an entry sent to group(s) {sent:?}: groups mixed up",
+                        self.node, self.group
+                    ));
+                }
             }
             let outcome = self.inner.apply(std::iter::once(e)).await?.pop().expect("one outcome per entry");
             self.last = Some(log_id.index);

@@ -1,5 +1,9 @@
 //! The simulated network: Raft RPCs delivered by calling the target node's
-//! `Raft` directly, through seeded faults.
+//! `Raft` of the sender's group directly, through seeded faults. As the
+//! server's peers name the group in the path (`/internal/g/{group}/...`),
+//! every RPC here carries its group and reaches that group's Raft on the
+//! target; the faults (cuts, loss, delays) are the nodes' links, shared by
+//! all groups.
 //!
 //! Each RPC draws, from the stream of its directed link, a delay there and
 //! back, whether the request or the answer is lost, and whether the request
@@ -76,14 +80,15 @@ pub struct NetStats {
 
 struct NetState {
     seed: u64,
-    peers: BTreeMap<NodeId, Peer>,
+    /// By (node, group).
+    peers: BTreeMap<(NodeId, u16), Peer>,
     /// Directed links that lose everything.
     cut: BTreeSet<(NodeId, NodeId)>,
     weather: Weather,
     links: BTreeMap<(NodeId, NodeId), Rng>,
-    /// When each node last accepted a leader's append or granted a vote:
-    /// what its election timer counts from.
-    heard: BTreeMap<NodeId, Instant>,
+    /// When each (node, group) last accepted a leader's append or granted a
+    /// vote: what its election timer counts from.
+    heard: BTreeMap<(NodeId, u16), Instant>,
     /// Broken transport for the checker's own test: appends are answered
     /// "success" without being delivered.
     ack_without_delivery: bool,
@@ -120,14 +125,15 @@ impl Net {
         })
     }
 
-    pub fn attach(&self, node: NodeId, peer: Peer) {
+    pub fn attach(&self, node: NodeId, group: u16, peer: Peer) {
         let mut s = self.state.lock();
-        s.peers.insert(node, peer);
-        s.heard.insert(node, Instant::now());
+        s.peers.insert((node, group), peer);
+        s.heard.insert((node, group), Instant::now());
     }
 
+    /// Takes every group of `node` off the network.
     pub fn detach(&self, node: NodeId) {
-        self.state.lock().peers.remove(&node);
+        self.state.lock().peers.retain(|(n, _), _| *n != node);
     }
 
     pub fn set_cut(&self, cut: BTreeSet<(NodeId, NodeId)>) {
@@ -146,22 +152,22 @@ impl Net {
         self.state.lock().stats
     }
 
-    pub fn heard(&self, node: NodeId) -> Instant {
-        self.state.lock().heard.get(&node).copied().unwrap_or_else(Instant::now)
+    pub fn heard(&self, node: NodeId, group: u16) -> Instant {
+        self.state.lock().heard.get(&(node, group)).copied().unwrap_or_else(Instant::now)
     }
 
-    pub fn hear(&self, node: NodeId) {
-        self.state.lock().heard.insert(node, Instant::now());
+    pub fn hear(&self, node: NodeId, group: u16) {
+        self.state.lock().heard.insert((node, group), Instant::now());
     }
 
-    /// The target, if a message from `from` can reach it now. What a node
-    /// sent before it crashed is still on the wire.
-    fn reach(&self, from: NodeId, to: NodeId) -> Option<Peer> {
+    /// Group `group` on the target, if a message from `from` can reach it
+    /// now. What a node sent before it crashed is still on the wire.
+    fn reach(&self, from: NodeId, to: NodeId, group: u16) -> Option<Peer> {
         let s = self.state.lock();
         if s.cut.contains(&(from, to)) {
             return None;
         }
-        s.peers.get(&to).filter(|p| !p.gate.crashed()).cloned()
+        s.peers.get(&(to, group)).filter(|p| !p.gate.crashed()).cloned()
     }
 
     fn plan(&self, from: NodeId, to: NodeId) -> Plan {
@@ -194,9 +200,10 @@ impl Net {
     }
 }
 
-/// One node's side of the network.
+/// One group's side of the network on one node.
 pub struct SimNetwork {
     pub from: NodeId,
+    pub group: u16,
     pub net: Arc<Net>,
     /// The sender's state machine: a snapshot it sends carries its bodies.
     pub shared: Arc<SharedState>,
@@ -205,6 +212,7 @@ pub struct SimNetwork {
 pub struct SimPeer {
     from: NodeId,
     to: NodeId,
+    group: u16,
     net: Arc<Net>,
     shared: Arc<SharedState>,
 }
@@ -213,7 +221,7 @@ impl RaftNetworkFactory<TypeConfig> for SimNetwork {
     type Network = SimPeer;
 
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> SimPeer {
-        SimPeer { from: self.from, to: target, net: self.net.clone(), shared: self.shared.clone() }
+        SimPeer { from: self.from, to: target, group: self.group, net: self.net.clone(), shared: self.shared.clone() }
     }
 }
 
@@ -240,14 +248,14 @@ impl SimPeer {
         F: Fn(Peer, Req) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = Result<Resp, E>> + Send,
     {
-        let (net, to) = (self.net.clone(), self.to);
+        let (net, to, group) = (self.net.clone(), self.to, self.group);
         let answer = self
             .exchange(option, move |peer: Peer| {
                 let (rpc, net, call) = (rpc.clone(), net.clone(), call.clone());
                 async move {
                     let resp = call(peer, rpc).await;
                     if matches!(&resp, Ok(r) if heard(r)) {
-                        net.hear(to);
+                        net.hear(to, group);
                     }
                     resp
                 }
@@ -271,17 +279,17 @@ impl SimPeer {
     {
         let plan = self.net.plan(self.from, self.to);
         let (tx, rx) = oneshot::channel();
-        let (net, from, to) = (self.net.clone(), self.from, self.to);
+        let (net, from, to, group) = (self.net.clone(), self.from, self.to, self.group);
         tokio::spawn(async move {
             sleep(plan.there).await;
-            let peer = if plan.lose_request { None } else { net.reach(from, to) };
+            let peer = if plan.lose_request { None } else { net.reach(from, to, group) };
             net.count(peer.is_some());
             let Some(peer) = peer else { return };
             if let Some(after) = plan.again_after {
                 let (net, call) = (net.clone(), call.clone());
                 tokio::spawn(async move {
                     sleep(after).await;
-                    if let Some(peer) = net.reach(from, to) {
+                    if let Some(peer) = net.reach(from, to, group) {
                         net.state.lock().stats.duplicated += 1;
                         call(peer).await;
                     }
@@ -289,7 +297,7 @@ impl SimPeer {
             }
             let answer = call(peer).await;
             sleep(plan.back).await;
-            if !plan.lose_response && net.reach(to, from).is_some() {
+            if !plan.lose_response && net.reach(to, from, group).is_some() {
                 let _ = tx.send(answer);
             }
         });
@@ -346,7 +354,7 @@ impl RaftNetwork<TypeConfig> for SimPeer {
         let send = async {
             let plan = self.net.plan(self.from, self.to);
             sleep(plan.there).await;
-            let peer = if plan.lose_request { None } else { self.net.reach(self.from, self.to) };
+            let peer = if plan.lose_request { None } else { self.net.reach(self.from, self.to, self.group) };
             self.net.count(peer.is_some());
             let Some(peer) = peer else {
                 sleep(option.hard_ttl()).await;
@@ -358,7 +366,7 @@ impl RaftNetwork<TypeConfig> for SimPeer {
             self.net.state.lock().stats.snapshots += 1;
             let resp = peer.raft.install_full_snapshot(vote, snapshot).await;
             sleep(plan.back).await;
-            if plan.lose_response || self.net.reach(self.to, self.from).is_none() {
+            if plan.lose_response || self.net.reach(self.to, self.from, self.group).is_none() {
                 return Err(StreamingError::Network(lost_error("snapshot response lost")));
             }
             resp.map_err(|e| StreamingError::RemoteError(RemoteError::new(self.to, e)))

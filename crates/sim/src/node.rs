@@ -1,19 +1,24 @@
 //! One simulated machine: a data directory that outlives its processes, and
 //! the process currently running on it, if any.
 //!
-//! Starting opens the real stores from the directory (the log under `raft/`,
-//! the state machine at the top, as the server lays it out) and a real
-//! `Raft` on them. Crashing kills the process mid-flight: the disk refuses
-//! every further write, an append in flight fails, the Raft core stops, and
-//! once everything holding the stores is gone the disk loses what no fsync
-//! covered.
+//! Starting opens the real stores from the directory as the server lays
+//! them out (`regina_server::groups::open`): the log of every Raft group in
+//! one shared WAL under `raft/` (`LogStore::open_groups`, over the node's one
+//! simulated disk), group 0's state machine at the top, group `g`'s under
+//! `groups/{g}`, and a real `Raft` per group. Before a group's Raft starts,
+//! its recovered log is checked to hold only entries clients sent to that
+//! group. Crashing kills the process mid-flight: the disk refuses every
+//! further write, an append in flight fails, every group's Raft core stops,
+//! and once everything holding the stores is gone the disk loses what no
+//! fsync covered, of every group at once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::Config;
+use openraft::{EntryPayload, RaftLogReader};
 use parking_lot::Mutex;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
 use regina_storage::WalOptions;
@@ -22,11 +27,11 @@ use tokio::time::sleep;
 
 use crate::disk::{Loss, SimIo};
 use crate::gate::Gate;
-use crate::history::History;
+use crate::history::{History, Registry};
 use crate::log::SimLog;
 use crate::machine::SimSm;
 use crate::network::{Net, Peer, SimNetwork};
-use crate::rng::Rng;
+use crate::rng::{mix, Rng};
 use crate::settle::Settler;
 use crate::NodeId;
 
@@ -38,19 +43,38 @@ pub struct Ctx {
     pub config: Arc<Config>,
     pub net: Arc<Net>,
     pub settler: Arc<Settler>,
-    pub history: Arc<Mutex<History>>,
+    /// Raft groups per node.
+    pub groups: u16,
+    /// What each group applied, by group.
+    pub history: Vec<Arc<Mutex<History>>>,
+    /// Which group every client entry was sent to.
+    pub registry: Arc<Mutex<Registry>>,
+    /// A restart hands group 0's log to group 1's Raft and back (checker
+    /// test only).
+    pub swap_groups: bool,
     /// The disk acknowledges syncs it does not perform (checker test only).
     pub forget_syncs: bool,
     /// Conflicting log tails dropped, all nodes together.
     pub truncations: Arc<AtomicU64>,
+    /// Seeds how long each node's disk holds a WAL batch.
+    pub disk_seed: u64,
+    /// WAL batches that covered appends of several groups with one fsync.
+    pub joint_batches: Arc<AtomicU64>,
+}
+
+/// One Raft group on a running node.
+pub struct Replica {
+    pub raft: Raft,
+    /// A handle on the group's log, to look into it.
+    pub log: LogStore,
+    pub shared: Arc<SharedState>,
 }
 
 pub struct Running {
-    pub raft: Raft,
-    /// A handle on the log, to look into it.
-    pub log: LogStore,
-    pub shared: Arc<SharedState>,
+    /// By group.
+    pub groups: Vec<Replica>,
     pub io: Arc<SimIo>,
+    /// The node's one WAL writer's.
     pub gate: Arc<Gate>,
 }
 
@@ -80,39 +104,69 @@ impl Node {
         Ok(Node { id, dir, incarnation: 0, running: None })
     }
 
-    pub fn peer(&self) -> Option<Peer> {
-        self.running.as_ref().map(|r| Peer { raft: r.raft.clone(), shared: r.shared.clone(), gate: r.gate.clone() })
+    pub fn peer(&self, group: u16) -> Option<Peer> {
+        let r = self.running.as_ref()?;
+        let g = &r.groups[usize::from(group)];
+        Some(Peer { raft: g.raft.clone(), shared: g.shared.clone(), gate: r.gate.clone() })
+    }
+
+    /// Group `group`'s Raft, if the node runs.
+    pub fn raft(&self, group: u16) -> Option<Raft> {
+        self.running.as_ref().map(|r| r.groups[usize::from(group)].raft.clone())
     }
 
     pub fn is_up(&self) -> bool {
         self.running.as_ref().is_some_and(|r| !r.gate.crashed())
     }
 
-    /// Opens the stores and starts a Raft on them.
+    /// Where group `group` keeps its state machine, as the server has it.
+    fn state_dir(&self, group: u16) -> PathBuf {
+        match group {
+            0 => self.dir.path().to_path_buf(),
+            g => self.dir.path().join("groups").join(g.to_string()),
+        }
+    }
+
+    /// Opens the stores and starts a Raft per group on them.
     pub async fn start(&mut self, ctx: &Ctx) -> Result<(), String> {
         assert!(self.running.is_none(), "node {} is already running", self.id);
         self.incarnation += 1;
-        let gate = Gate::new(self.id);
+        let rng = Rng::new(mix(ctx.disk_seed, self.id << 16 | u64::from(self.incarnation)));
+        let gate = Gate::new(self.id, ctx.joint_batches.clone(), rng);
         let io = SimIo::new(gate.clone(), ctx.forget_syncs);
-        let options = WalOptions { segment_bytes: WAL_SEGMENT_BYTES, ..WalOptions::default() };
-        let log = LogStore::open(&self.dir.path().join("raft"), options, io.clone())
+        // No batch cap (a run's batches are far below the real one): the
+        // gate then knows that a batch is everything queued (see `gate`).
+        let options =
+            WalOptions { segment_bytes: WAL_SEGMENT_BYTES, max_batch_bytes: u64::MAX, ..WalOptions::default() };
+        let mut logs = LogStore::open_groups(&self.dir.path().join("raft"), ctx.groups, options, io.clone())
             .map_err(|e| format!("node {} cannot open its log: {e}", self.id))?;
-        let sm = StateMachineStore::open(self.dir.path())
-            .map_err(|e| format!("node {} cannot open its state machine: {e}", self.id))?;
-        let shared = sm.shared();
-        let network = SimNetwork { from: self.id, net: ctx.net.clone(), shared: shared.clone() };
+        if ctx.swap_groups && self.incarnation > 1 && logs.len() > 1 {
+            logs.swap(0, 1);
+        }
         ctx.settler.register(self.id, gate.clone());
-        let raft = Raft::new(
-            self.id,
-            ctx.config.clone(),
-            network,
-            SimLog::new(log.clone(), gate.clone(), ctx.truncations.clone()),
-            SimSm::new(sm, self.id, ctx.history.clone()),
-        )
-        .await
-        .map_err(|e| format!("node {} cannot start Raft: {e}", self.id))?;
-        ctx.net.attach(self.id, Peer { raft: raft.clone(), shared: shared.clone(), gate: gate.clone() });
-        self.running = Some(Running { raft, log, shared, io, gate });
+        let mut groups = Vec::with_capacity(logs.len());
+        for (g, log) in logs.into_iter().enumerate() {
+            let group = g as u16;
+            recovered_own(self.id, group, &log, &ctx.registry).await?;
+            let dir = self.state_dir(group);
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let sm = StateMachineStore::open(&dir)
+                .map_err(|e| format!("node {} cannot open group {group}'s state machine: {e}", self.id))?;
+            let shared = sm.shared();
+            let network = SimNetwork { from: self.id, group, net: ctx.net.clone(), shared: shared.clone() };
+            let raft = Raft::new(
+                self.id,
+                ctx.config.clone(),
+                network,
+                SimLog::new(log.clone(), gate.clone(), ctx.truncations.clone()),
+                SimSm::new(sm, self.id, group, ctx.history[g].clone(), ctx.registry.clone()),
+            )
+            .await
+            .map_err(|e| format!("node {} cannot start group {group}'s Raft: {e}", self.id))?;
+            ctx.net.attach(self.id, group, Peer { raft: raft.clone(), shared: shared.clone(), gate: gate.clone() });
+            groups.push(Replica { raft, log, shared });
+        }
+        self.running = Some(Running { groups, io, gate });
         Ok(())
     }
 
@@ -128,15 +182,16 @@ impl Node {
         // wake would then not be seen.
         run.gate.crash();
         ctx.net.detach(self.id);
-        let _ = run.raft.shutdown().await;
-        let Running { raft, log, shared: held, io, gate } = run;
-        drop((raft, log));
-        let shared = Arc::downgrade(&held);
-        drop(held);
+        for g in &run.groups {
+            let _ = g.raft.shutdown().await;
+        }
+        let Running { groups, io, gate } = run;
+        let shared: Vec<_> = groups.iter().map(|g| Arc::downgrade(&g.shared)).collect();
+        drop(groups);
         // Tasks still holding the stores (replication waiting out a lost
         // message, a client) let go within a few RPC deadlines.
         let mut waited = Duration::ZERO;
-        while Arc::strong_count(&io) > 1 || shared.strong_count() > 0 {
+        while Arc::strong_count(&io) > 1 || shared.iter().any(|s| s.strong_count() > 0) {
             if waited > Duration::from_secs(60) {
                 return Err(format!(
                     "node {}: its stores were still held 60 s (virtual) after the crash ({} holders of the disk)",
@@ -151,4 +206,22 @@ impl Node {
         gate.close();
         io.crash(rng).map_err(|e| format!("node {}: undoing unsynced writes failed: {e}", self.id))
     }
+}
+
+/// WAL recovery keeps groups apart: every client entry in the log handed to
+/// group `group` was sent to that group.
+async fn recovered_own(node: NodeId, group: u16, log: &LogStore, registry: &Mutex<Registry>) -> Result<(), String> {
+    let entries = log.clone().try_get_log_entries(..).await.map_err(|e| format!("node {node}: {e}"))?;
+    for e in entries {
+        let EntryPayload::Normal(entry) = &e.payload else { continue };
+        let sent = registry.lock().groups_of(entry);
+        if !sent.contains(&group) {
+            return Err(format!(
+                "node {node} recovered group {group}'s log with {} in it, an entry sent to group(s) {sent:?}: \
+                 the WAL mixed groups up",
+                e.log_id
+            ));
+        }
+    }
+    Ok(())
 }

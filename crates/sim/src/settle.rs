@@ -3,11 +3,13 @@
 //! One current-thread tokio runtime with a paused clock: time moves only
 //! when every task waits, and then jumps straight to the next timer. That
 //! alone makes the Raft cores, their replication tasks and the network
-//! deterministic. The WAL's writer threads are the exception (see `gate`):
-//! their flushes are completed in the `on_thread_park` hook, i.e. exactly
-//! when the runtime has run out of work, one node after another in id
-//! order, before the clock may move. A flush therefore takes no virtual
-//! time and always lands at the same point of a replay.
+//! deterministic. The WAL's writer threads (one per node, shared by its
+//! groups) are the exception (see `gate`): their batches are completed in
+//! the `on_thread_park` hook, i.e. exactly when the runtime has run out of
+//! work, at most one batch per node, one node after another in id order,
+//! before the clock may move. A batch waits a seeded few virtual
+//! milliseconds first (a slow disk) and then lands at the first idle moment
+//! from then on: always the same point of a replay.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,12 +48,12 @@ impl Settler {
         }
     }
 
-    /// Completes every flush openraft is waiting for, in node order.
+    /// Drives each node's WAL batch to its end, in node order.
     fn on_park(&self) {
         let gates: Vec<Arc<Gate>> = self.gates.lock().values().cloned().collect();
         for gate in gates {
-            if gate.awaiting() {
-                gate.complete_append(&woken_from_outside);
+            if gate.busy() {
+                gate.complete(&woken_from_outside, false);
             }
         }
     }

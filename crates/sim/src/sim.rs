@@ -15,6 +15,9 @@ pub enum Sabotage {
     /// The disk acknowledges fsyncs without making anything durable, so a
     /// crash loses acknowledged log entries.
     ForgetSyncs,
+    /// A restarting node hands group 0's recovered log to group 1's Raft
+    /// and group 1's to group 0's: recovery mixing groups up.
+    SwapGroupsOnRecovery,
 }
 
 #[derive(Debug, Clone)]
@@ -24,12 +27,18 @@ pub struct SimConfig {
     pub steps: u32,
     /// Per mille of steps that crash a node.
     pub crash_per_mille: u64,
+    /// Raft groups per node, all logging into the node's one WAL.
+    pub groups: u16,
     pub sabotage: Option<Sabotage>,
 }
 
+/// Groups per node unless told otherwise: several, so that every run
+/// exercises the shared WAL and leaders spread over the nodes.
+pub const DEFAULT_GROUPS: u16 = 3;
+
 impl SimConfig {
     pub fn new(seed: u64) -> SimConfig {
-        SimConfig { seed, steps: 500, crash_per_mille: 12, sabotage: None }
+        SimConfig { seed, steps: 500, crash_per_mille: 12, groups: DEFAULT_GROUPS, sabotage: None }
     }
 
     /// The environment variables that make the test harness run this.
@@ -41,6 +50,9 @@ impl SimConfig {
         }
         if self.crash_per_mille != base.crash_per_mille {
             env += &format!(" SIM_CRASH={}", self.crash_per_mille);
+        }
+        if self.groups != base.groups {
+            env += &format!(" SIM_GROUPS={}", self.groups);
         }
         if let Some(s) = self.sabotage {
             env += &format!(" (with {s:?}: a checker test)");
@@ -56,20 +68,28 @@ pub struct Report {
     pub seed: u64,
     pub digest: u64,
     pub steps: u32,
+    pub groups: u16,
     pub virtual_ms: u64,
     pub acked: u64,
     pub unknown: u64,
     pub crashes: u64,
+    /// Crashes of a node that led two groups or more.
+    pub multi_leader_crashes: u64,
     pub lost_unsynced_bytes: u64,
     /// Crashes that hit a disk write or fsync of the WAL.
     pub wal_crashes: u64,
     /// Conflicting log tails dropped.
     pub truncations: u64,
+    /// WAL batches whose one fsync covered appends of several groups.
+    pub joint_batches: u64,
     pub elections: u64,
     /// Leader moves: a caught-up follower campaigned while the leader lived.
     pub moves: u64,
     pub snapshots: u64,
-    pub applied_index: u64,
+    /// Each group's applied index at the end.
+    pub applied: Vec<u64>,
+    /// How many groups each node leads at the end.
+    pub leaders: std::collections::BTreeMap<crate::NodeId, u64>,
     pub applications: u64,
     pub net: NetStats,
     /// What the job-queue fencing rules were checked on.
@@ -80,24 +100,32 @@ pub struct Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let applied: Vec<String> = self.applied.iter().map(u64::to_string).collect();
+        let leaders: Vec<String> = self.leaders.iter().map(|(n, c)| format!("n{n}:{c}")).collect();
         write!(
             f,
-            "seed {}: {} steps, {} ms virtual, {} acked / {} unknown, {} crashes ({} in a WAL write, {} unsynced \
-             bytes lost), {} truncations, {} elections ({} leader moves), {} snapshots sent, log at {}, {} messages ({} lost, {} twice), \
-             jobs: {} claims ({} resent), {} renews, {} completes, {} fails, {} releases, {} lease lost, digest {:016x}",
+            "seed {}: {} steps, {} groups, {} ms virtual, {} acked / {} unknown, {} crashes ({} of a leader of \
+             several groups, {} in a WAL write, {} unsynced bytes lost), {} truncations, {} elections ({} leader \
+             moves), {} snapshots sent, {} fsyncs shared by groups, logs at [{}], leaders at the end {}, {} messages ({} lost, {} twice), \
+             jobs: {} claims ({} resent), {} renews, {} completes, {} fails, {} releases, {} lease lost, digest \
+             {:016x}",
             self.seed,
             self.steps,
+            self.groups,
             self.virtual_ms,
             self.acked,
             self.unknown,
             self.crashes,
+            self.multi_leader_crashes,
             self.wal_crashes,
             self.lost_unsynced_bytes,
             self.truncations,
             self.elections,
             self.moves,
             self.snapshots,
-            self.applied_index,
+            self.joint_batches,
+            applied.join(" "),
+            leaders.join(" "),
             self.net.sent,
             self.net.lost,
             self.net.duplicated,

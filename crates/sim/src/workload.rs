@@ -1,4 +1,4 @@
-//! What the clients ask for, seeded: pushes with transaction ids to a few
+//! What the clients of one Raft group ask for, seeded: pushes with transaction ids to a few
 //! partitions of one queue (and retries of pushes whose answer was lost),
 //! pops under one consumer group with short leases, acks and extensions of
 //! those leases, lock acquire, renew and release, job-queue calls (enqueue,
@@ -10,6 +10,10 @@
 //! lock tokens, job claims) so that later requests can use them, like a
 //! real client; now and then it proves a job lease it already spent, as a
 //! worker that missed its lease's end would.
+//!
+//! Each group has a workload of its own, and everything it names (queues,
+//! transaction, lease and request ids) carries the group's tag, so an entry
+//! of one group cannot pass for another group's.
 
 use std::collections::BTreeMap;
 
@@ -26,14 +30,30 @@ use crate::client::Reply;
 use crate::invariants::flatten;
 use crate::rng::Rng;
 
-pub const QUEUE: &str = "sim.work.orders";
+/// The group's tag, in everything its workload names.
+pub fn tag(group: u16) -> String {
+    format!("g{group}")
+}
+
+/// How the names of a group's queues start.
+pub fn queue_prefix(group: u16) -> String {
+    format!("sim.{}.", tag(group))
+}
+
+/// How the ids of a group's pop leases start.
+pub fn lease_prefix(tag: &str) -> String {
+    format!("{tag}L")
+}
+
+/// The queue's name, after the group's tag.
+pub const QUEUE: &str = "work.orders";
 pub const GROUP: &str = "workers";
 pub const PARTITIONS: u64 = 4;
 const LOCKS: u64 = 2;
 const OWNERS: u64 = 3;
 /// Pushes kept for a retry after an unknown outcome.
 const RETRY_POOL_MAX: usize = 32;
-pub const JOB_QUEUE: &str = "sim.jobs";
+pub const JOB_QUEUE: &str = "jobs";
 /// Each scope has its own fencing tokens.
 pub const JOB_SCOPES: [&str; 2] = ["", "east"];
 const JOB_IDS: u64 = 6;
@@ -48,6 +68,10 @@ struct Lease {
 
 pub struct Workload {
     rng: Rng,
+    /// `g{group}`: in every name and id.
+    tag: String,
+    queue: String,
+    job_queue: String,
     next: u64,
     retry: Vec<PushItem>,
     leases: Vec<Lease>,
@@ -67,9 +91,13 @@ pub struct Planned {
 }
 
 impl Workload {
-    pub fn new(rng: Rng) -> Workload {
+    pub fn new(rng: Rng, group: u16) -> Workload {
+        let tag = tag(group);
         Workload {
             rng,
+            queue: format!("{}{QUEUE}", queue_prefix(group)),
+            job_queue: format!("{}{JOB_QUEUE}", queue_prefix(group)),
+            tag,
             next: 0,
             retry: Vec::new(),
             leases: Vec::new(),
@@ -93,11 +121,11 @@ impl Workload {
         }
         let n = self.mint();
         let partition = format!("p{}", self.rng.below(PARTITIONS));
-        let txn = format!("t{n}");
+        let txn = format!("{}t{n}", self.tag);
         let mut message_id = [0u8; 16];
         message_id[..8].copy_from_slice(&n.to_le_bytes());
         let item = PushItem {
-            queue: QUEUE.into(),
+            queue: self.queue.clone(),
             partition: partition.clone(),
             transaction_id: txn.clone(),
             trace_id: None,
@@ -118,13 +146,14 @@ impl Workload {
         let partition = self.rng.chance(300).then(|| format!("p{}", self.rng.below(PARTITIONS)));
         let batch = self.rng.range(1, 4) as u32;
         let lease_ms = self.rng.range(200, 3000);
-        let label = format!("pop {} b{batch} lease L{n} {lease_ms}ms", partition.as_deref().unwrap_or("*"));
+        let lease_id = format!("{}{n}", lease_prefix(&self.tag));
+        let label = format!("pop {} b{batch} lease {lease_id} {lease_ms}ms", partition.as_deref().unwrap_or("*"));
         let cmd = PopCmd {
-            target: PopTarget::Queue { queue: QUEUE.into(), partition },
+            target: PopTarget::Queue { queue: self.queue.clone(), partition },
             group: GROUP.into(),
             batch,
             max_partitions: self.rng.range(1, 3) as u32,
-            lease_id: format!("L{n}"),
+            lease_id,
             lease_ms: Some(lease_ms),
             auto_ack: false,
             subscription: Subscription::All,
@@ -214,7 +243,7 @@ impl Workload {
             let replace = self.rng.chance(400);
             let label = format!("enqueue {scope}/{id}{}", if replace { " replace" } else { "" });
             let op = JobOp::Enqueue {
-                at: job_target(scope),
+                at: self.job_target(scope),
                 id,
                 payload: format!("{{\"n\":{n}}}").into_bytes(),
                 when,
@@ -230,7 +259,8 @@ impl Workload {
             let request_id = match self.rng.below(10) {
                 0 if !self.claim_requests.is_empty() => Some(self.rng.pick(&self.claim_requests).clone()),
                 0..=2 => {
-                    let r = format!("cr{}", self.mint());
+                    let n = self.mint();
+                    let r = format!("{}cr{n}", self.tag);
                     if self.claim_requests.len() < 8 {
                         self.claim_requests.push(r.clone());
                     } else {
@@ -242,7 +272,7 @@ impl Workload {
                 _ => None,
             };
             let label = format!("claim {scope} by {owner} {lease_ms}ms {}", request_id.as_deref().unwrap_or(""));
-            let op = JobOp::Claim { at: job_target(scope), owner, lease_ms: Some(lease_ms), request_id };
+            let op = JobOp::Claim { at: self.job_target(scope), owner, lease_ms: Some(lease_ms), request_id };
             return (op, label);
         }
         // The newest claim most of the time; any one now and then.
@@ -252,7 +282,7 @@ impl Workload {
             self.rng.below(self.claims.len() as u64) as usize
         };
         let c = self.claims[i].clone();
-        let at = job_target(&c.scope);
+        let at = self.job_target(&c.scope);
         let proof = LeaseProof { id: c.id.clone(), owner: c.owner.clone(), token: c.token };
         let required = self.rng.chance(100);
         let (op, what) = match roll {
@@ -378,8 +408,10 @@ impl Workload {
     }
 }
 
-fn job_target(scope: &str) -> JobTarget {
-    JobTarget { queue: JOB_QUEUE.into(), scope: scope.into() }
+impl Workload {
+    fn job_target(&self, scope: &str) -> JobTarget {
+        JobTarget { queue: self.job_queue.clone(), scope: scope.into() }
+    }
 }
 
 fn collect_pushes(cmd: &Command, out: &mut Vec<PushItem>) {

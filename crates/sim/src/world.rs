@@ -1,15 +1,20 @@
 //! The simulated cluster and the loop that drives it.
 //!
-//! A run boots three nodes, then takes `steps` steps: each performs one
-//! seeded action (a client request or a fault, see `faults`), lets a little
-//! virtual time pass, starts elections where a node has not heard from a
-//! leader for its (seeded) timeout, and checks every invariant. Then the
-//! faults are healed and the cluster must converge: one leader, every node
-//! at the same applied index with the same state, every acknowledged write
-//! in it.
+//! A run boots three nodes, each running `groups` Raft groups over one
+//! shared WAL, then takes `steps` steps: each performs one seeded action (a
+//! client request to a seeded group, or a fault, see `faults`), lets a
+//! little virtual time pass, starts elections where a group's replica has
+//! not heard from that group's leader for its (seeded) timeout, and checks
+//! every invariant, group by group. Then the faults are healed and every
+//! group must converge: one leader, every node at the same applied index
+//! with the same state, every acknowledged write in it.
+//!
+//! Group `g` first elects node `g % 3 + 1`, as the server prefers its
+//! leaders spread, so a node's crash costs several groups their leader at
+//! once.
 //!
 //! Elections are driven from here because openraft draws its election
-//! timeouts from a generator no seed reaches; every node runs with
+//! timeouts from a generator no seed reaches; every replica runs with
 //! `enable_elect: false` and campaigns when this loop says so.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,7 +28,7 @@ use regina_state::{Command, Entry};
 use tokio::time::{sleep, Instant};
 
 use crate::client::{self, summary, Clients, Reply};
-use crate::history::History;
+use crate::history::{History, Registry};
 use crate::invariants::{acked_pushes, AckedPush, Checker};
 use crate::network::{Net, Peer, Weather};
 use crate::node::{Ctx, Node};
@@ -41,22 +46,30 @@ const EPOCH_MS: u64 = 1_700_000_000_000;
 const CONVERGE_WITHIN: Duration = Duration::from_secs(60);
 const TRACE_TAIL: usize = 80;
 
+/// What the simulator keeps of one Raft group.
+pub(crate) struct Book {
+    workload: Workload,
+    pub(crate) checker: Checker,
+    pub(crate) acked: Vec<AckedPush>,
+    /// Every acknowledged request by log index: (op, its log id).
+    pub(crate) acked_ops: BTreeMap<u64, (u64, LogId)>,
+}
+
 pub struct World {
     pub(crate) cfg: SimConfig,
     /// Faults, their timing and election timeouts.
     pub(crate) rng: Rng,
+    /// Which group each client request goes to.
+    route: Rng,
     pub(crate) ctx: Ctx,
     pub(crate) nodes: Vec<Node>,
     pub(crate) clients: Arc<Mutex<Clients>>,
-    workload: Workload,
-    pub(crate) checker: Checker,
+    /// By group.
+    pub(crate) books: Vec<Book>,
     pub(crate) trace: Trace,
-    pub(crate) acked: Vec<AckedPush>,
-    /// Every acknowledged request by log index: (op, its log id).
-    pub(crate) acked_ops: BTreeMap<u64, (u64, LogId)>,
     pub(crate) step: u32,
     start: Instant,
-    elect_after: BTreeMap<NodeId, Duration>,
+    elect_after: BTreeMap<(NodeId, u16), Duration>,
     /// Down nodes and the step at which they come back.
     pub(crate) restart_at: BTreeMap<NodeId, u32>,
     pub(crate) heal_at: Option<u32>,
@@ -75,6 +88,8 @@ pub struct Stats {
     pub elections: u64,
     /// Leader moves (targeted elections of a caught-up follower).
     pub moves: u64,
+    /// Crashes of a node that led two groups or more.
+    pub multi_leader_crashes: u64,
 }
 
 fn raft_config() -> Result<Arc<Config>, String> {
@@ -98,27 +113,42 @@ fn raft_config() -> Result<Arc<Config>, String> {
 
 impl World {
     pub fn new(cfg: SimConfig, settler: Arc<Settler>) -> Result<World, String> {
+        if cfg.groups == 0 {
+            return Err("a node runs at least one Raft group".into());
+        }
         let root = Rng::new(cfg.seed);
         let ctx = Ctx {
             config: raft_config()?,
             net: Net::new(root.fork(1).next_u64(), cfg.sabotage == Some(Sabotage::AckWithoutDelivery)),
             settler,
-            history: Arc::new(Mutex::new(History::default())),
+            groups: cfg.groups,
+            history: (0..cfg.groups).map(|_| Arc::new(Mutex::new(History::default()))).collect(),
+            registry: Arc::new(Mutex::new(Registry::default())),
+            swap_groups: cfg.sabotage == Some(Sabotage::SwapGroupsOnRecovery),
             forget_syncs: cfg.sabotage == Some(Sabotage::ForgetSyncs),
             truncations: Default::default(),
+            joint_batches: Default::default(),
+            disk_seed: root.fork(5).next_u64(),
         };
         let nodes = (1..=NODES).map(Node::new).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        // Group 0 draws the workload stream a one-group run always drew.
+        let books = (0..cfg.groups)
+            .map(|g| Book {
+                workload: Workload::new(if g == 0 { root.fork(3) } else { root.fork(100 + u64::from(g)) }, g),
+                checker: Checker::default(),
+                acked: Vec::new(),
+                acked_ops: BTreeMap::new(),
+            })
+            .collect();
         Ok(World {
             rng: root.fork(2),
-            workload: Workload::new(root.fork(3)),
+            route: root.fork(4),
             cfg,
             ctx,
             nodes,
             clients: Arc::new(Mutex::new(Clients::default())),
-            checker: Checker::default(),
+            books,
             trace: Trace::default(),
-            acked: Vec::new(),
-            acked_ops: BTreeMap::new(),
             step: 0,
             start: Instant::now(),
             elect_after: BTreeMap::new(),
@@ -128,6 +158,17 @@ impl World {
             stats: Stats::default(),
             booted: false,
         })
+    }
+
+    /// The groups, in order.
+    pub(crate) fn groups(&self) -> std::ops::Range<u16> {
+        0..self.cfg.groups
+    }
+
+    /// The node group `group` first elects, and the server's balancer
+    /// prefers: leaders spread over the nodes.
+    pub(crate) fn preferred(group: u16) -> NodeId {
+        u64::from(group) % NODES + 1
     }
 
     pub(crate) fn elapsed_ms(&self) -> u64 {
@@ -157,16 +198,28 @@ impl World {
         self.nodes.iter().filter(|n| n.is_up()).map(|n| n.id).collect()
     }
 
-    /// The node that leads in the highest term, as the nodes report.
-    pub(crate) fn leader(&self) -> Option<(NodeId, u64)> {
+    /// The node that leads group `group` in the highest term, as the nodes
+    /// report.
+    pub(crate) fn leader(&self, group: u16) -> Option<(NodeId, u64)> {
         self.nodes
             .iter()
             .filter(|n| n.is_up())
             .filter_map(|n| {
-                let m = n.running.as_ref()?.raft.metrics().borrow().clone();
+                let m = n.raft(group)?.metrics().borrow().clone();
                 (m.state == ServerState::Leader).then_some((n.id, m.current_term))
             })
             .max_by_key(|(id, term)| (*term, std::cmp::Reverse(*id)))
+    }
+
+    /// How many groups each node leads (by node).
+    pub(crate) fn leaders(&self) -> BTreeMap<NodeId, u64> {
+        let mut led: BTreeMap<NodeId, u64> = (1..=NODES).map(|id| (id, 0)).collect();
+        for g in self.groups() {
+            if let Some((id, _)) = self.leader(g) {
+                *led.entry(id).or_default() += 1;
+            }
+        }
+        led
     }
 
     pub async fn run(&mut self) -> Result<Report, Failure> {
@@ -190,15 +243,20 @@ impl World {
             r.map_err(|e| self.fail(e))?;
         }
         for id in 1..=NODES {
-            let after = self.election_timeout();
-            self.elect_after.insert(id, after);
+            for g in self.groups() {
+                let after = self.election_timeout();
+                self.elect_after.insert((id, g), after);
+            }
         }
         let members: BTreeMap<NodeId, BasicNode> =
             (1..=NODES).map(|id| (id, BasicNode::new(format!("n{id}")))).collect();
-        let raft = self.nodes[0].running.as_ref().expect("just started").raft.clone();
-        raft.initialize(members).await.map_err(|e| self.fail(format!("initialize: {e}")))?;
+        for g in self.groups() {
+            let first = Self::preferred(g);
+            let raft = self.node(first).raft(g).expect("just started");
+            raft.initialize(members.clone()).await.map_err(|e| self.fail(format!("initialize group {g}: {e}")))?;
+            self.note(format!("boot: n{first} initializes group {g} of n1, n2, n3"));
+        }
         self.booted = true;
-        self.note("boot: n1 initializes a group of n1, n2, n3");
         Ok(())
     }
 
@@ -218,33 +276,47 @@ impl World {
         self.check_acked_durable().await
     }
 
-    /// Campaigns for every node that has not heard from a leader within its
-    /// timeout.
+    /// Campaigns for every replica that has not heard from its group's
+    /// leader within its timeout, node by node, group by group.
     async fn elections(&mut self) {
         for id in self.up() {
-            let Some(raft) = self.node(id).running.as_ref().map(|r| r.raft.clone()) else { continue };
-            let m = raft.metrics().borrow().clone();
-            if m.state == ServerState::Leader {
-                self.ctx.net.hear(id);
-                continue;
+            for g in self.groups() {
+                let Some(raft) = self.node(id).raft(g) else { continue };
+                let m = raft.metrics().borrow().clone();
+                if m.state == ServerState::Leader {
+                    self.ctx.net.hear(id, g);
+                    continue;
+                }
+                let timeout = self.elect_after[&(id, g)];
+                if self.ctx.net.heard(id, g).elapsed() < timeout {
+                    continue;
+                }
+                let _ = raft.trigger().elect().await;
+                self.ctx.net.hear(id, g);
+                let next = self.election_timeout();
+                self.elect_after.insert((id, g), next);
+                self.stats.elections += 1;
+                self.note(format!("n{id} campaigns in g{g} (term {} -> {})", m.current_term, m.current_term + 1));
             }
-            let timeout = self.elect_after[&id];
-            if self.ctx.net.heard(id).elapsed() < timeout {
-                continue;
-            }
-            let _ = raft.trigger().elect().await;
-            self.ctx.net.hear(id);
-            let next = self.election_timeout();
-            self.elect_after.insert(id, next);
-            self.stats.elections += 1;
-            self.note(format!("n{id} campaigns (term {} -> {})", m.current_term, m.current_term + 1));
         }
     }
 
-    /// Sends one client request to the node that seems to lead.
+    /// Sends a client request to a seeded group, to the node that seems to
+    /// lead it; now and then one to each of several groups at once, as
+    /// clients of different tenants would, so that the groups' appends meet
+    /// in the nodes' shared WAL batches.
     pub(crate) fn client_request(&mut self) {
-        let planned = self.workload.request();
-        let target = match self.leader() {
+        let groups = u64::from(self.cfg.groups);
+        let burst = if groups > 1 && self.route.chance(300) { self.route.range(2, groups + 1) } else { 1 };
+        let first = self.route.below(groups);
+        for k in 0..burst {
+            self.request_to(((first + k) % groups) as u16);
+        }
+    }
+
+    fn request_to(&mut self, g: u16) {
+        let planned = self.books[usize::from(g)].workload.request();
+        let target = match self.leader(g) {
             Some((id, _)) => Some(id),
             None => {
                 let up = self.up();
@@ -252,17 +324,18 @@ impl World {
             }
         };
         let Some(id) = target else {
-            self.note(format!("no node up for: {}", planned.label));
+            self.note(format!("no node up for g{g}: {}", planned.label));
             return;
         };
-        let peer = self.node(id).peer().expect("an up node runs");
-        self.send(id, peer, planned.label, planned.command);
+        let peer = self.node(id).peer(g).expect("an up node runs");
+        self.send((id, g), peer, planned.label, planned.command);
     }
 
-    fn send(&mut self, id: NodeId, peer: Peer, label: String, command: Command) -> u64 {
+    fn send(&mut self, (id, g): (NodeId, u16), peer: Peer, label: String, command: Command) -> u64 {
         let entry = Entry { now_ms: EPOCH_MS + self.elapsed_ms(), command };
-        let op = client::submit(&self.clients, peer, id, self.step, label.clone(), entry);
-        self.note(format!("op{op} -> n{id}: {label}"));
+        self.ctx.registry.lock().sent(&entry, g);
+        let op = client::submit(&self.clients, peer, (id, g), self.step, label.clone(), entry);
+        self.note(format!("op{op} -> n{id} g{g}: {label}"));
         op
     }
 
@@ -273,56 +346,63 @@ impl World {
         for op_id in finished {
             let op = self.clients.lock().ops[&op_id].clone();
             let reply = op.reply.clone().expect("finished ops have a reply");
+            let g = op.group;
             match &reply {
                 Reply::Acked { log_id, outcome, .. } => {
                     self.stats.acked += 1;
-                    let seen = self.ctx.history.lock().entries.get(&log_id.index).cloned();
+                    let seen = self.ctx.history[usize::from(g)].lock().entries.get(&log_id.index).cloned();
                     match seen {
                         Some(a)
                             if a.log_id == *log_id && a.entry.as_ref() == Some(&op.entry) && a.outcome == *outcome => {}
                         Some(a) => {
                             return Err(self.fail(format!(
-                                "op{op_id} was acknowledged at {log_id} with {outcome:?}, but the history has {} \
-                                 there with {:?}",
+                                "op{op_id} was acknowledged at {log_id} of g{g} with {outcome:?}, but the history \
+                                 has {} there with {:?}",
                                 a.log_id, a.outcome
                             )))
                         }
                         None => {
                             return Err(self.fail(format!(
-                                "op{op_id} was acknowledged at {log_id}, which no state machine applied"
+                                "op{op_id} was acknowledged at {log_id} of g{g}, which no state machine applied"
                             )))
                         }
                     }
-                    self.acked.extend(acked_pushes(log_id.index, &op.entry.command, outcome));
-                    self.acked_ops.insert(log_id.index, (op_id, *log_id));
-                    self.note(format!("op{op_id} ok at {}: {}", log_id.index, summary(outcome)));
+                    let book = &mut self.books[usize::from(g)];
+                    book.acked.extend(acked_pushes(log_id.index, &op.entry.command, outcome));
+                    book.acked_ops.insert(log_id.index, (op_id, *log_id));
+                    self.note(format!("op{op_id} ok at g{g} {}: {}", log_id.index, summary(outcome)));
                 }
                 Reply::Unknown(why) => {
                     self.stats.unknown += 1;
                     self.note(format!("op{op_id} unknown: {why}"));
                 }
             }
-            self.workload.learn(&op.entry, &reply);
+            self.books[usize::from(g)].workload.learn(&op.entry, &reply);
         }
         Ok(())
     }
 
-    /// One line per step with each node's role, term and applied index.
+    /// One line per step with each node's role, term and applied index in
+    /// each group.
     fn status_line(&mut self) {
         let mut parts = Vec::new();
         for n in &self.nodes {
             match &n.running {
                 Some(r) if !r.gate.crashed() => {
-                    let m = r.raft.metrics().borrow().clone();
-                    let role = match m.state {
-                        ServerState::Leader => "L",
-                        ServerState::Candidate => "C",
-                        ServerState::Follower => "F",
-                        ServerState::Learner => "l",
-                        ServerState::Shutdown => "S",
-                    };
-                    let applied = m.last_applied.map_or("-".to_string(), |l| l.index.to_string());
-                    parts.push(format!("n{} {role} t{} @{applied}", n.id, m.current_term));
+                    let mut groups = Vec::new();
+                    for g in &r.groups {
+                        let m = g.raft.metrics().borrow().clone();
+                        let role = match m.state {
+                            ServerState::Leader => "L",
+                            ServerState::Candidate => "C",
+                            ServerState::Follower => "F",
+                            ServerState::Learner => "l",
+                            ServerState::Shutdown => "S",
+                        };
+                        let applied = m.last_applied.map_or("-".to_string(), |l| l.index.to_string());
+                        groups.push(format!("{role} t{} @{applied}", m.current_term));
+                    }
+                    parts.push(format!("n{} {}", n.id, groups.join(", ")));
                 }
                 _ => parts.push(format!("n{} down", n.id)),
             }
@@ -354,21 +434,24 @@ impl World {
             self.restart(id).await?;
         }
         let deadline = Instant::now() + CONVERGE_WITHIN;
-        let mut marker: Option<(u64, u64)> = None;
+        // Per group: the term of the leader a marker went to, and the marker.
+        let mut markers: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
         loop {
             sleep(Duration::from_millis(25)).await;
             self.end_step().await?;
-            if let Some((leader, term)) = self.leader() {
-                if marker.is_none_or(|(t, _)| t != term) {
-                    let peer = self.node(leader).peer().expect("the leader runs");
-                    let op = self.send(leader, peer, format!("final noop in term {term}"), Command::Noop);
-                    marker = Some((term, op));
+            for g in self.groups() {
+                if let Some((leader, term)) = self.leader(g) {
+                    if markers.get(&g).is_none_or(|(t, _)| *t != term) {
+                        let peer = self.node(leader).peer(g).expect("the leader runs");
+                        let op = self.send((leader, g), peer, format!("final noop in term {term}"), Command::Noop);
+                        markers.insert(g, (term, op));
+                    }
                 }
             }
-            if let Some((_, op)) = marker {
-                if self.converged(op) {
-                    return Ok(());
-                }
+            let all = markers.len() == usize::from(self.cfg.groups);
+            if all && self.clients.lock().in_flight() == 0 && markers.iter().all(|(g, (_, op))| self.converged(*g, *op))
+            {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 return Err(self.fail(format!("the healed cluster did not converge within {CONVERGE_WITHIN:?}")));
@@ -381,7 +464,9 @@ impl World {
         self.ctx.settler.close_all();
         for n in &mut self.nodes {
             if let Some(r) = n.running.take() {
-                let _ = tokio::time::timeout(Duration::from_secs(10), r.raft.shutdown()).await;
+                for g in &r.groups {
+                    let _ = tokio::time::timeout(Duration::from_secs(10), g.raft.shutdown()).await;
+                }
             }
         }
     }

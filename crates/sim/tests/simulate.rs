@@ -20,10 +20,14 @@ fn env_u64(name: &str) -> Option<u64> {
     Some(v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
 }
 
-/// The config of one seed: `SIM_STEPS` overrides the step count and
-/// `SIM_CRASH` the crashes per thousand steps.
+/// The config of one seed: `SIM_STEPS` overrides the step count,
+/// `SIM_CRASH` the crashes per thousand steps and `SIM_GROUPS` the Raft
+/// groups per node (`SIM_GROUPS=1` runs one group, as before groups).
 fn config(seed: u64) -> SimConfig {
     let mut cfg = SimConfig::new(seed);
+    if let Some(groups) = env_u64("SIM_GROUPS") {
+        cfg.groups = u16::try_from(groups).unwrap_or_else(|_| panic!("SIM_GROUPS={groups} is too many"));
+    }
     if let Some(steps) = env_u64("SIM_STEPS") {
         cfg.steps = steps as u32;
     }
@@ -43,14 +47,21 @@ fn seeds() -> Vec<u64> {
 #[test]
 fn simulate_seeds() {
     let mut failed = Vec::new();
-    for seed in seeds() {
+    let seeds = seeds();
+    // What the passing runs exercised, summed.
+    let (mut joint, mut multi, mut moves, mut groups) = (0, 0, 0, 0);
+    for &seed in &seeds {
         let started = std::time::Instant::now();
         match run(config(seed)) {
             Ok(report) => {
                 if std::env::var_os("SIM_TRACE").is_some() {
                     println!("{}", report.trace.join("\n"));
                 }
-                println!("ok  {report} ({:.2?} real)", started.elapsed())
+                println!("ok  {report} ({:.2?} real)", started.elapsed());
+                joint += report.joint_batches;
+                multi += report.multi_leader_crashes;
+                moves += report.moves;
+                groups = report.groups;
             }
             Err(f) => {
                 println!("FAILED seed {seed}: {}", f.message);
@@ -61,6 +72,16 @@ fn simulate_seeds() {
     if let Some(first) = failed.first() {
         let seeds: Vec<String> = failed.iter().map(|f| f.seed.to_string()).collect();
         panic!("{} seed(s) failed: {}\n\n{first}", failed.len(), seeds.join(", "));
+    }
+    println!(
+        "{} seeds: {joint} fsyncs shared by groups, {multi} crashes of a leader of several groups, {moves} leader moves",
+        seeds.len()
+    );
+    // Enough seeds of several groups must have exercised what groups bring.
+    if seeds.len() >= 16 && groups > 1 {
+        assert!(joint > 0, "no WAL batch covered appends of two groups: the shared group commit went untested");
+        assert!(multi > 0, "no crash took down the leader of two groups at once");
+        assert!(moves > 0, "no leader moved");
     }
 }
 
@@ -76,7 +97,7 @@ fn a_seed_replays_exactly() {
 #[test]
 fn the_checker_catches_a_network_that_acks_without_delivering() {
     for seed in 1..=2 {
-        let cfg = SimConfig { sabotage: Some(Sabotage::AckWithoutDelivery), ..SimConfig::new(seed) };
+        let cfg = SimConfig { sabotage: Some(Sabotage::AckWithoutDelivery), ..config(seed) };
         match run(cfg) {
             Ok(report) => panic!("a network that acknowledges undelivered appends went unnoticed: {report}"),
             Err(f) => println!("caught, as it should be: seed {seed}: {}", f.message),
@@ -90,11 +111,29 @@ fn the_checker_catches_a_disk_that_loses_synced_writes() {
     // election or a commit, so crash often and give it a few seeds.
     let mut caught = Vec::new();
     for seed in 1..=6 {
-        let cfg = SimConfig { sabotage: Some(Sabotage::ForgetSyncs), crash_per_mille: 80, ..SimConfig::new(seed) };
+        let cfg = SimConfig { sabotage: Some(Sabotage::ForgetSyncs), crash_per_mille: 80, ..config(seed) };
         if let Err(f) = run(cfg) {
             println!("caught, as it should be: seed {seed}: {}", f.message);
             caught.push(seed);
         }
     }
     assert!(!caught.is_empty(), "a disk that loses acknowledged writes went unnoticed in every seed");
+}
+
+#[test]
+fn the_checker_catches_a_recovery_that_mixes_groups_up() {
+    // Every restart hands group 0's recovered log to group 1 and back; a
+    // run crashes a node within its first steps often enough that each of
+    // these seeds restarts one.
+    for seed in 1..=2 {
+        let cfg =
+            SimConfig { sabotage: Some(Sabotage::SwapGroupsOnRecovery), crash_per_mille: 80, ..SimConfig::new(seed) };
+        match run(cfg) {
+            Ok(report) => panic!("a recovery that swapped two groups' logs went unnoticed: {report}"),
+            Err(f) => {
+                println!("caught, as it should be: seed {seed}: {}", f.message);
+                assert!(f.message.contains("mixed groups up"), "caught, but not as mixed groups: {f}");
+            }
+        }
+    }
 }
