@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use openraft::error::{ClientWriteError, RaftError};
+use regina_consensus::types::LogId;
 use regina_consensus::{LogStore, Raft};
 use regina_state::{Command, Entry, Outcome};
 
@@ -49,11 +50,15 @@ pub enum ProposeError {
     Overloaded(String),
 }
 
+/// A command's outcome and the log entry it was applied in (shared with
+/// the other commands of its batch).
+pub type Logged = (LogId, Outcome);
+
 struct Proposal {
     command: Command,
     /// `command.approx_bytes()`, counted once.
     bytes: usize,
-    done: oneshot::Sender<Result<Outcome, ProposeError>>,
+    done: oneshot::Sender<Result<Logged, ProposeError>>,
 }
 
 /// What waits for the batching task: requests and their rough bytes. Past
@@ -108,6 +113,12 @@ impl Proposer {
     /// Appends a command to the log and answers once it is durable and
     /// applied.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+        self.propose_logged(command).await.map(|(_, outcome)| outcome)
+    }
+
+    /// [`Proposer::propose`], also naming the log entry the command was
+    /// applied in (the simulation checks it against what was applied).
+    pub async fn propose_logged(&self, command: Command) -> Result<Logged, ProposeError> {
         let bytes = command.approx_bytes();
         let waiting = self.queue.requests.fetch_add(1, Ordering::AcqRel);
         let waiting_bytes = self.queue.bytes.fetch_add(bytes, Ordering::AcqRel);
@@ -175,13 +186,13 @@ async fn answer(mut batch: Vec<Proposal>, raft: &Raft, log: &LogStore, now_ms: u
     }
     let (commands, dones): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.done)).unzip();
     match write(raft, log, Entry { now_ms, command: Command::Batch(commands) }).await {
-        Ok(Outcome::Batch(outcomes)) => {
+        Ok((log_id, Outcome::Batch(outcomes))) => {
             assert_eq!(outcomes.len(), dones.len(), "a batch answers once per command");
             for (done, outcome) in dones.into_iter().zip(outcomes) {
-                let _ = done.send(Ok(outcome));
+                let _ = done.send(Ok((log_id, outcome)));
             }
         }
-        Ok(other) => {
+        Ok((_, other)) => {
             let e = ProposeError::Unknown(format!("a batch was answered with {other:?}"));
             dones.into_iter().for_each(|d| drop(d.send(Err(e.clone()))));
         }
@@ -189,9 +200,9 @@ async fn answer(mut batch: Vec<Proposal>, raft: &Raft, log: &LogStore, now_ms: u
     }
 }
 
-async fn write(raft: &Raft, log: &LogStore, entry: Entry) -> Result<Outcome, ProposeError> {
+async fn write(raft: &Raft, log: &LogStore, entry: Entry) -> Result<Logged, ProposeError> {
     match raft.client_write(entry).await {
-        Ok(resp) => Ok(resp.data),
+        Ok(resp) => Ok((resp.log_id, resp.data)),
         // Either refused before it was appended, or appended and then cut
         // from this node's log by a new leader's: never committed.
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),

@@ -9,12 +9,16 @@ use openraft::RaftLogReader;
 
 use crate::canon::{canonical, fnv};
 use crate::client::Reply;
+use crate::drivers::timers_fired_once;
 use crate::invariants::{final_pushes, history_invariants, own_names};
 use crate::jobs::JobFigures;
 use crate::panics;
 use crate::sim::{Failure, Report};
 use crate::world::World;
 use crate::NodeId;
+
+/// How long past its due time a timer must have fired by the end.
+const TIMER_SLACK_MS: u64 = 1_000;
 
 impl World {
     /// Every invariant that can be checked now.
@@ -118,10 +122,11 @@ impl World {
     /// The final word on one group: every node's state is valid, holds
     /// every acknowledged push, and equals the others'. Answers the state's
     /// digest, the applied index and the job figures.
-    fn final_group(&mut self, group: u16) -> Result<(u64, u64, JobFigures), Failure> {
+    fn final_group(&mut self, group: u16) -> Result<(u64, u64, JobFigures, u64), Failure> {
         let gi = usize::from(group);
         let mut reference: Option<(NodeId, Vec<u8>, regina_state::State)> = None;
         let mut applied = BTreeSet::new();
+        let mut fired = 0;
         for n in &self.nodes {
             let r = n.running.as_ref().expect("every node runs after converging");
             let rep = &r.groups[gi];
@@ -133,6 +138,10 @@ impl World {
             let read = |pos: u64, len: u32| rep.shared.read_body(pos, len);
             final_pushes(n.id, &state, &read, &self.books[gi].acked)
                 .map_err(|e| self.fail(format!("g{group}: {e}")))?;
+            // A driver checks every step: a timer a second past due has
+            // had its chance to fire.
+            fired = timers_fired_once(&state, &self.books[gi].timers, TIMER_SLACK_MS)
+                .map_err(|e| self.fail(format!("node {} g{group}: {e}", n.id)))?;
             let bytes = canonical(&state);
             match &reference {
                 None => reference = Some((n.id, bytes, state)),
@@ -151,15 +160,17 @@ impl World {
         let applied_index = applied.first().copied().flatten().map_or(0, |l| l.index);
         let jobs = history_invariants(&self.ctx.history[gi].lock()).map_err(|e| self.fail(format!("g{group}: {e}")))?;
         let (_, bytes, _) = reference.expect("three nodes");
-        Ok((fnv(&bytes), applied_index, jobs))
+        Ok((fnv(&bytes), applied_index, jobs, fired))
     }
 
     pub(crate) fn final_check(&mut self) -> Result<Report, Failure> {
         let mut digests = String::new();
         let mut applied = Vec::new();
         let mut jobs = JobFigures::default();
+        let mut timers_fired = 0;
         for g in self.groups() {
-            let (state_digest, applied_index, figures) = self.final_group(g)?;
+            let (state_digest, applied_index, figures, fired) = self.final_group(g)?;
+            timers_fired += fired;
             self.note(format!("g{g} converged at index {applied_index}, state {state_digest:016x}"));
             digests += &format!("{state_digest:016x}{applied_index};");
             applied.push(applied_index);
@@ -185,6 +196,9 @@ impl World {
             joint_batches: self.ctx.joint_batches.load(std::sync::atomic::Ordering::Relaxed),
             elections: self.stats.elections,
             moves: self.stats.moves,
+            batched: self.stats.batched,
+            driven: self.stats.driven,
+            timers_fired,
             snapshots: net.snapshots,
             applied,
             leaders,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use regina_consensus::types::LogId;
 use regina_consensus::SharedState;
-use regina_state::{BodyRecord, Entry, Outcome};
+use regina_state::{BodyRecord, Command, Entry, Outcome};
 
 use crate::network::Peer;
 use crate::NodeId;
@@ -83,8 +83,10 @@ pub fn submit(
     (node, group): (NodeId, u16),
     step: u32,
     label: String,
-    entry: Entry,
+    command: Command,
 ) -> u64 {
+    // The time is the leader's: known once the entry is applied.
+    let entry = Entry { now_ms: 0, command: command.clone() };
     let id = {
         let mut c = clients.lock();
         c.next += 1;
@@ -94,11 +96,12 @@ pub fn submit(
     };
     let clients = clients.clone();
     tokio::spawn(async move {
-        let answer = tokio::time::timeout(CLIENT_TIMEOUT, peer.raft.client_write(entry)).await;
+        let proposer = peer.proposer.clone().expect("a client's peer has a proposer");
+        let answer = tokio::time::timeout(CLIENT_TIMEOUT, proposer.propose_logged(command)).await;
         let reply = match answer {
-            Ok(Ok(resp)) => {
-                let bodies = pop_bodies(&peer.shared, &resp.data);
-                Reply::Acked { log_id: resp.log_id, outcome: resp.data, bodies }
+            Ok(Ok((log_id, outcome))) => {
+                let bodies = pop_bodies(&peer.shared, &outcome);
+                Reply::Acked { log_id, outcome, bodies }
             }
             Ok(Err(e)) => Reply::Unknown(short(&e.to_string())),
             Err(_) => Reply::Unknown("timed out".into()),

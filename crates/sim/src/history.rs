@@ -1,6 +1,6 @@
 //! What the state machines of one Raft group applied, index by index,
-//! across all nodes; and, across groups, which group each client entry was
-//! sent to ([`Registry`]).
+//! across all nodes; and, across groups, which group each client command
+//! was sent to ([`Registry`]).
 //!
 //! The first node to apply an index records the entry and the outcome;
 //! every later application of that index, by any node or by the same node
@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use regina_consensus::types::LogId;
-use regina_state::{Entry, Outcome};
+use regina_state::{Command, Entry, Outcome};
 
 use crate::NodeId;
 
@@ -97,26 +97,40 @@ impl History {
     }
 }
 
-/// Which group each client entry was sent to, by a digest of the entry.
-/// Entries carry ids minted once for the whole run (transaction, lease and
-/// request ids) and their proposal time, so two groups share a digest only
-/// for entries without either (a no-op proposed at the same moment).
+/// Which group each client command was sent to, by a digest of the
+/// command. Commands carry ids minted once for the whole run (transaction,
+/// lease and request ids), so two groups share a digest only for commands
+/// without any (a no-op, the drivers' `FireTimers` and `Sweep`).
 #[derive(Default)]
 pub struct Registry {
     sent: BTreeMap<u64, BTreeSet<u16>>,
 }
 
-fn digest(entry: &Entry) -> u64 {
-    crate::canon::fnv(&crate::canon::canonical(entry))
+fn digest(command: &Command) -> u64 {
+    crate::canon::fnv(&crate::canon::canonical(command))
 }
 
 impl Registry {
-    pub fn sent(&mut self, entry: &Entry, group: u16) {
-        self.sent.entry(digest(entry)).or_default().insert(group);
+    pub fn sent(&mut self, command: &Command, group: u16) {
+        self.sent.entry(digest(command)).or_default().insert(group);
     }
 
-    /// The groups `entry` was sent to (none if no client sent it).
-    pub fn groups_of(&self, entry: &Entry) -> BTreeSet<u16> {
-        self.sent.get(&digest(entry)).cloned().unwrap_or_default()
+    /// The groups `command` was sent to (none if no client sent it).
+    pub fn groups_of(&self, command: &Command) -> BTreeSet<u16> {
+        self.sent.get(&digest(command)).cloned().unwrap_or_default()
+    }
+
+    /// The groups an applied entry may belong to: those its command was
+    /// sent to, or, for a batch the proposer packed from several requests,
+    /// those every one of them was sent to.
+    pub fn groups_of_entry(&self, entry: &Entry) -> BTreeSet<u16> {
+        let whole = self.groups_of(&entry.command);
+        if !whole.is_empty() {
+            return whole;
+        }
+        let Command::Batch(parts) = &entry.command else { return whole };
+        let mut groups = parts.iter().map(|p| self.groups_of(p));
+        let Some(first) = groups.next() else { return whole };
+        groups.fold(first, |acc, g| acc.intersection(&g).copied().collect())
     }
 }

@@ -17,6 +17,7 @@
 //!   `workload`); and every client entry a group applies or recovers from
 //!   the WAL was sent to that group (see `history::Registry`).
 
+use regina_state::timers::{TimerOp, TimerOutcome};
 use std::collections::BTreeMap;
 
 use regina_consensus::types::LogId;
@@ -148,6 +149,26 @@ pub fn acked_pushes(index: u64, cmd: &Command, out: &Outcome) -> Vec<AckedPush> 
     found
 }
 
+/// The timers an acknowledged command scheduled, with their due times.
+pub fn acked_timers(cmd: &Command, out: &Outcome) -> Vec<crate::drivers::AckedTimer> {
+    let mut found = Vec::new();
+    flatten(cmd, out, &mut |c, o| {
+        if let (Command::Timers(ops), Outcome::Timers(rs)) = (c, o) {
+            for (op, r) in ops.iter().zip(rs) {
+                if let (TimerOp::Schedule(s), TimerOutcome::Scheduled { deliver_at_ms, .. }) = (op, r) {
+                    found.push(crate::drivers::AckedTimer {
+                        queue: s.queue.clone(),
+                        partition: s.partition.clone(),
+                        txn: s.txn.clone(),
+                        due_ms: *deliver_at_ms,
+                    });
+                }
+            }
+        }
+    });
+    found
+}
+
 /// Whether `state` holds the push at its offset.
 pub fn holds(state: &State, push: &AckedPush) -> Result<(), String> {
     let p = partition(state, push.partition_id).ok_or_else(|| format!("partition {} is missing", push.partition_id))?;
@@ -260,6 +281,11 @@ impl Checker {
 pub fn history_invariants(history: &History) -> Result<JobFigures, String> {
     let mut jobs = JobLedger::default();
     let mut next_offset: BTreeMap<u64, u64> = BTreeMap::new();
+    // A `FireTimers` entry pushes without saying where (its outcome is
+    // `Done`): a partition's next offset may then have moved on by the
+    // time a client push next lands there, never back.
+    let mut last_fire = None;
+    let mut counted_at: BTreeMap<u64, u64> = BTreeMap::new();
     let mut tokens: BTreeMap<String, u64> = BTreeMap::new();
     let mut holders: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut now = 0u64;
@@ -279,9 +305,15 @@ pub fn history_invariants(history: &History) -> Result<JobFigures, String> {
                 return;
             }
             match (cmd, out) {
+                (Command::FireTimers, _) => last_fire = Some(*index),
                 (Command::Push(_), Outcome::Push(rs)) => {
                     for r in rs {
                         let next = next_offset.entry(r.partition_id).or_insert(0);
+                        let counted = counted_at.insert(r.partition_id, *index);
+                        if last_fire.is_some_and(|f| counted.is_none_or(|c| c <= f)) && r.offset > *next {
+                            // Timers pushed here since it was last counted.
+                            *next = r.offset;
+                        }
                         match r.status {
                             PushStatus::Queued if r.offset != *next => {
                                 problem = Some(format!(

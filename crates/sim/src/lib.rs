@@ -16,6 +16,14 @@
 //! campaigns). Leaders start spread (group `g` first elects node
 //! `g % 3 + 1`), so one crash sends several groups into elections at once.
 //!
+//! The server's own node core drives the log: every request goes through
+//! `regina_node::proposer::Proposer` on the node the simulator believes
+//! leads (stamped by the leader's clock, `TokioClock` on virtual time, and
+//! packed with whatever else waits into one batch entry), and after every
+//! step the leader asks `regina_node::drivers` whether timers are due or a
+//! sweep is wanted and proposes what they answer ([`drivers`]). Every
+//! acknowledged timer must fire exactly once, never early.
+//!
 //! One seed is one run, and replays exactly: every choice comes from the
 //! seed, all tasks share one thread, and the WAL's writer threads are kept
 //! in lockstep with it (see [`gate`] and [`settle`]).
@@ -32,7 +40,8 @@
 //! - [`network`]: the simulated transport, routing by (node, group).
 //! - [`disk`]: the `Io` that loses unsynced writes; [`gate`]: the shared
 //!   WAL writer's lockstep with the runtime; [`settle`]: the runtime.
-//! - [`client`], [`workload`]: requests and what they ask for, per group.
+//! - [`client`], [`workload`]: requests and what they ask for, per group;
+//!   [`drivers`]: the leader's timer and sweep entries, and the timer check.
 //! - [`history`], [`invariants`]: what each group applied, which group
 //!   each entry was sent to, and what must hold; [`jobs`]: the job-queue
 //!   fencing rules over a group's history.
@@ -58,6 +67,7 @@ pub mod canon;
 pub mod checks;
 pub mod client;
 pub mod disk;
+pub mod drivers;
 pub mod faults;
 pub mod gate;
 pub mod history;

@@ -102,7 +102,7 @@ impl RaftStateMachine<TypeConfig> for SimSm {
                 ));
             }
             if let Some(x) = &entry {
-                let sent = self.registry.lock().groups_of(x);
+                let sent = self.registry.lock().groups_of_entry(x);
                 if !sent.contains(&self.group) {
                     self.history.lock().violation(format!(
                         "node {} group {} applied {log_id}, an entry sent to group(s) {sent:?}: groups mixed up",

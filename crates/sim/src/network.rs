@@ -51,6 +51,9 @@ pub struct Peer {
     pub raft: Raft,
     pub shared: Arc<SharedState>,
     pub gate: Arc<Gate>,
+    /// The node's proposer for the group (clients' handle; the network's
+    /// own handle has none).
+    pub proposer: Option<Arc<regina_node::proposer::Proposer>>,
 }
 
 /// How lossy and slow links are; changed by the simulator over a run.

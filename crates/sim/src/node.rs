@@ -2,7 +2,7 @@
 //! the process currently running on it, if any.
 //!
 //! Starting opens the real stores from the directory as the server lays
-//! them out (`regina_server::groups::open`): the log of every Raft group in
+//! them out (`regina_node::raft_groups::open`): the log of every Raft group in
 //! one shared WAL under `raft/` (`LogStore::open_groups`, over the node's one
 //! simulated disk), group 0's state machine at the top, group `g`'s under
 //! `groups/{g}`, and a real `Raft` per group. Before a group's Raft starts,
@@ -21,7 +21,10 @@ use openraft::Config;
 use openraft::{EntryPayload, RaftLogReader};
 use parking_lot::Mutex;
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
+use regina_node::clock::{Clock, LeaderClock};
+use regina_node::proposer::Proposer;
 use regina_storage::WalOptions;
+use regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX;
 use tempfile::TempDir;
 use tokio::time::sleep;
 
@@ -41,6 +44,9 @@ pub const WAL_SEGMENT_BYTES: u64 = 16 << 10;
 /// What every node shares.
 pub struct Ctx {
     pub config: Arc<Config>,
+    /// Virtual time from the run's epoch: what every node's leader clock
+    /// reads (the server's `TokioClock`).
+    pub clock: Arc<dyn Clock>,
     pub net: Arc<Net>,
     pub settler: Arc<Settler>,
     /// Raft groups per node.
@@ -65,6 +71,10 @@ pub struct Ctx {
 /// One Raft group on a running node.
 pub struct Replica {
     pub raft: Raft,
+    /// The server's own batching proposer over this replica's Raft, with
+    /// the leader's clock on virtual time: client requests and the timer
+    /// and sweep drivers go through it, as they do in the server.
+    pub proposer: Arc<Proposer>,
     /// A handle on the group's log, to look into it.
     pub log: LogStore,
     pub shared: Arc<SharedState>,
@@ -107,7 +117,12 @@ impl Node {
     pub fn peer(&self, group: u16) -> Option<Peer> {
         let r = self.running.as_ref()?;
         let g = &r.groups[usize::from(group)];
-        Some(Peer { raft: g.raft.clone(), shared: g.shared.clone(), gate: r.gate.clone() })
+        Some(Peer {
+            raft: g.raft.clone(),
+            shared: g.shared.clone(),
+            gate: r.gate.clone(),
+            proposer: Some(g.proposer.clone()),
+        })
     }
 
     /// Group `group`'s Raft, if the node runs.
@@ -163,8 +178,14 @@ impl Node {
             )
             .await
             .map_err(|e| format!("node {} cannot start group {group}'s Raft: {e}", self.id))?;
-            ctx.net.attach(self.id, group, Peer { raft: raft.clone(), shared: shared.clone(), gate: gate.clone() });
-            groups.push(Replica { raft, log, shared });
+            ctx.net.attach(
+                self.id,
+                group,
+                Peer { raft: raft.clone(), shared: shared.clone(), gate: gate.clone(), proposer: None },
+            );
+            let stamps = Arc::new(LeaderClock::new(ctx.clock.clone()));
+            let proposer = Arc::new(Proposer::start(raft.clone(), log.clone(), stamps, PROPOSER_QUEUE_REQUESTS_MAX));
+            groups.push(Replica { raft, proposer, log, shared });
         }
         self.running = Some(Running { groups, io, gate });
         Ok(())
@@ -214,7 +235,7 @@ async fn recovered_own(node: NodeId, group: u16, log: &LogStore, registry: &Mute
     let entries = log.clone().try_get_log_entries(..).await.map_err(|e| format!("node {node}: {e}"))?;
     for e in entries {
         let EntryPayload::Normal(entry) = &e.payload else { continue };
-        let sent = registry.lock().groups_of(entry);
+        let sent = registry.lock().groups_of_entry(entry);
         if !sent.contains(&group) {
             return Err(format!(
                 "node {node} recovered group {group}'s log with {} in it, an entry sent to group(s) {sent:?}: \

@@ -85,6 +85,12 @@ pub struct Report {
     pub elections: u64,
     /// Leader moves: a caught-up follower campaigned while the leader lived.
     pub moves: u64,
+    /// Acknowledged requests the proposer packed with others into one entry.
+    pub batched: u64,
+    /// Entries the timer and sweep drivers proposed.
+    pub driven: u64,
+    /// Timers checked to have fired exactly once, on time.
+    pub timers_fired: u64,
     pub snapshots: u64,
     /// Each group's applied index at the end.
     pub applied: Vec<u64>,
@@ -106,7 +112,7 @@ impl fmt::Display for Report {
             f,
             "seed {}: {} steps, {} groups, {} ms virtual, {} acked / {} unknown, {} crashes ({} of a leader of \
              several groups, {} in a WAL write, {} unsynced bytes lost), {} truncations, {} elections ({} leader \
-             moves), {} snapshots sent, {} fsyncs shared by groups, logs at [{}], leaders at the end {}, {} messages ({} lost, {} twice), \
+             moves), {} requests batched, {} driver entries, {} timers fired once, {} snapshots sent, {} fsyncs shared by groups, logs at [{}], leaders at the end {}, {} messages ({} lost, {} twice), \
              jobs: {} claims ({} resent), {} renews, {} completes, {} fails, {} releases, {} lease lost, digest \
              {:016x}",
             self.seed,
@@ -122,6 +128,9 @@ impl fmt::Display for Report {
             self.truncations,
             self.elections,
             self.moves,
+            self.batched,
+            self.driven,
+            self.timers_fired,
             self.snapshots,
             self.joint_batches,
             applied.join(" "),

@@ -24,6 +24,7 @@ use regina_state::jobs::apply::{JobResult, JobsOutcome};
 use regina_state::jobs::view::ClaimView;
 use regina_state::jobs::{Availability, JobOp, JobTarget, JobsCmd, LeaseProof};
 use regina_state::outcome::LockResult;
+use regina_state::timers::{ScheduleOp, TimerOp};
 use regina_state::{Command, Entry, Outcome};
 
 use crate::client::Reply;
@@ -330,7 +331,31 @@ impl Workload {
                 let label = format!("batch[{}]", parts.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join("; "));
                 Planned { label, command: Command::Batch(parts.into_iter().map(|p| p.command).collect()) }
             }
+            96..=98 => self.timer(),
             _ => Planned { label: "noop".into(), command: Command::Noop },
+        }
+    }
+
+    /// A timer due within 1.5 s into one of the group's partitions: the
+    /// leader's driver must fire it once, whoever leads by then.
+    fn timer(&mut self) -> Planned {
+        let n = self.mint();
+        let txn = format!("{}T{n}", self.tag);
+        let mut message_id = [0u8; 16];
+        message_id[..8].copy_from_slice(&n.to_le_bytes());
+        let delay_ms = self.rng.range(0, 1_500) as i64;
+        let op = ScheduleOp {
+            queue: self.queue.clone(),
+            timer_key: format!("{}k{n}", self.tag),
+            partition: format!("p{}", self.rng.below(PARTITIONS)),
+            txn: txn.clone(),
+            message_id,
+            payload: format!("{{\"timer\":{n}}}").into_bytes(),
+            delay_ms,
+        };
+        Planned {
+            label: format!("timer {txn} in {delay_ms} ms"),
+            command: Command::Timers(vec![TimerOp::Schedule(op)]),
         }
     }
 

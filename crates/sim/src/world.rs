@@ -24,12 +24,13 @@ use std::time::Duration;
 use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
 use parking_lot::Mutex;
 use regina_consensus::types::LogId;
-use regina_state::{Command, Entry};
+use regina_state::{Command, Entry, Outcome};
 use tokio::time::{sleep, Instant};
 
 use crate::client::{self, summary, Clients, Reply};
+use crate::drivers::AckedTimer;
 use crate::history::{History, Registry};
-use crate::invariants::{acked_pushes, AckedPush, Checker};
+use crate::invariants::{acked_pushes, acked_timers, AckedPush, Checker};
 use crate::network::{Net, Peer, Weather};
 use crate::node::{Ctx, Node};
 use crate::rng::Rng;
@@ -53,6 +54,10 @@ pub(crate) struct Book {
     pub(crate) acked: Vec<AckedPush>,
     /// Every acknowledged request by log index: (op, its log id).
     pub(crate) acked_ops: BTreeMap<u64, (u64, LogId)>,
+    /// The drivers' op in flight, if any: timers, then sweeps.
+    pub(crate) driving: [Option<u64>; 2],
+    /// Acknowledged timers, to be fired once each.
+    pub(crate) timers: Vec<AckedTimer>,
 }
 
 pub struct World {
@@ -88,6 +93,11 @@ pub struct Stats {
     pub elections: u64,
     /// Leader moves (targeted elections of a caught-up follower).
     pub moves: u64,
+    /// Acknowledged requests the proposer packed into a batch entry with
+    /// others.
+    pub batched: u64,
+    /// Entries the drivers proposed (fire timers, sweep).
+    pub driven: u64,
     /// Crashes of a node that led two groups or more.
     pub multi_leader_crashes: u64,
 }
@@ -119,6 +129,7 @@ impl World {
         let root = Rng::new(cfg.seed);
         let ctx = Ctx {
             config: raft_config()?,
+            clock: Arc::new(regina_node::clock::TokioClock::starting_at(EPOCH_MS)),
             net: Net::new(root.fork(1).next_u64(), cfg.sabotage == Some(Sabotage::AckWithoutDelivery)),
             settler,
             groups: cfg.groups,
@@ -138,6 +149,8 @@ impl World {
                 checker: Checker::default(),
                 acked: Vec::new(),
                 acked_ops: BTreeMap::new(),
+                driving: [None, None],
+                timers: Vec::new(),
             })
             .collect();
         Ok(World {
@@ -271,6 +284,7 @@ impl World {
         self.elections().await;
         self.reap().await?;
         self.absorb()?;
+        self.drive();
         self.status_line();
         self.check()?;
         self.check_acked_durable().await
@@ -331,10 +345,9 @@ impl World {
         self.send((id, g), peer, planned.label, planned.command);
     }
 
-    fn send(&mut self, (id, g): (NodeId, u16), peer: Peer, label: String, command: Command) -> u64 {
-        let entry = Entry { now_ms: EPOCH_MS + self.elapsed_ms(), command };
-        self.ctx.registry.lock().sent(&entry, g);
-        let op = client::submit(&self.clients, peer, (id, g), self.step, label.clone(), entry);
+    pub(crate) fn send(&mut self, (id, g): (NodeId, u16), peer: Peer, label: String, command: Command) -> u64 {
+        self.ctx.registry.lock().sent(&command, g);
+        let op = client::submit(&self.clients, peer, (id, g), self.step, label.clone(), command);
         self.note(format!("op{op} -> n{id} g{g}: {label}"));
         op
     }
@@ -344,7 +357,7 @@ impl World {
     fn absorb(&mut self) -> Result<(), Failure> {
         let finished = self.clients.lock().take_finished();
         for op_id in finished {
-            let op = self.clients.lock().ops[&op_id].clone();
+            let mut op = self.clients.lock().ops[&op_id].clone();
             let reply = op.reply.clone().expect("finished ops have a reply");
             let g = op.group;
             match &reply {
@@ -352,8 +365,14 @@ impl World {
                     self.stats.acked += 1;
                     let seen = self.ctx.history[usize::from(g)].lock().entries.get(&log_id.index).cloned();
                     match seen {
-                        Some(a)
-                            if a.log_id == *log_id && a.entry.as_ref() == Some(&op.entry) && a.outcome == *outcome => {}
+                        Some(a) if a.log_id == *log_id && carries(&a, &op.entry.command, outcome) => {
+                            // The proposer stamped it: the op now knows its time.
+                            op.entry.now_ms = a.entry.as_ref().map_or(0, |e| e.now_ms);
+                            self.stats.batched += u64::from(matches!(
+                                (&a.entry, &op.entry.command),
+                                (Some(Entry { command: Command::Batch(_), .. }), c) if !matches!(c, Command::Batch(_))
+                            ));
+                        }
                         Some(a) => {
                             return Err(self.fail(format!(
                                 "op{op_id} was acknowledged at {log_id} of g{g} with {outcome:?}, but the history \
@@ -369,6 +388,8 @@ impl World {
                     }
                     let book = &mut self.books[usize::from(g)];
                     book.acked.extend(acked_pushes(log_id.index, &op.entry.command, outcome));
+                    book.timers.extend(acked_timers(&op.entry.command, outcome));
+                    // Ops the proposer packed into one entry share its index.
                     book.acked_ops.insert(log_id.index, (op_id, *log_id));
                     self.note(format!("op{op_id} ok at g{g} {}: {}", log_id.index, summary(outcome)));
                 }
@@ -469,5 +490,20 @@ impl World {
                 }
             }
         }
+    }
+}
+
+/// Whether the applied entry `a` carries `command` with `outcome`: as the
+/// whole entry, or as one part of a batch the proposer packed.
+fn carries(a: &crate::history::Applied, command: &Command, outcome: &Outcome) -> bool {
+    let Some(entry) = &a.entry else { return false };
+    if entry.command == *command && a.outcome == *outcome {
+        return true;
+    }
+    match (&entry.command, &a.outcome) {
+        (Command::Batch(parts), Outcome::Batch(outcomes)) => {
+            parts.iter().zip(outcomes).any(|(c, o)| c == command && o == outcome)
+        }
+        _ => false,
     }
 }

@@ -50,6 +50,7 @@ fn simulate_seeds() {
     let seeds = seeds();
     // What the passing runs exercised, summed.
     let (mut joint, mut multi, mut moves, mut groups) = (0, 0, 0, 0);
+    let (mut batched, mut fired) = (0, 0);
     for &seed in &seeds {
         let started = std::time::Instant::now();
         match run(config(seed)) {
@@ -62,6 +63,8 @@ fn simulate_seeds() {
                 multi += report.multi_leader_crashes;
                 moves += report.moves;
                 groups = report.groups;
+                batched += report.batched;
+                fired += report.timers_fired;
             }
             Err(f) => {
                 println!("FAILED seed {seed}: {}", f.message);
@@ -74,9 +77,15 @@ fn simulate_seeds() {
         panic!("{} seed(s) failed: {}\n\n{first}", failed.len(), seeds.join(", "));
     }
     println!(
-        "{} seeds: {joint} fsyncs shared by groups, {multi} crashes of a leader of several groups, {moves} leader moves",
+        "{} seeds: {joint} fsyncs shared by groups, {multi} crashes of a leader of several groups, {moves} leader \
+         moves, {batched} requests batched by the proposer, {fired} timers fired once by the driver",
         seeds.len()
     );
+    // The server's proposer and timer driver must have been exercised.
+    if seeds.len() >= 16 {
+        assert!(batched > 0, "the proposer never packed two requests into one entry");
+        assert!(fired > 0, "no timer was fired by the driver and checked");
+    }
     // Enough seeds of several groups must have exercised what groups bring.
     if seeds.len() >= 16 && groups > 1 {
         assert!(joint > 0, "no WAL batch covered appends of two groups: the shared group commit went untested");
