@@ -14,6 +14,7 @@
 //! - [`proposer`]: the leader's batching of proposals into log entries.
 //! - [`clock`]: where time comes from ([`clock::Clock`]), and the leader's
 //!   never-going-back stamps; [`ids`]: time-ordered ids on that clock.
+//! - [`disk`]: the disk watermark that refuses growing writes when full.
 //! - [`drivers`]: the leader's time-driven entries (timers, sweeps) and
 //!   snapshot chores.
 //! - [`membership`]: who leads, linearizable reads, membership changes.
@@ -29,6 +30,7 @@
 
 pub mod balance;
 pub mod clock;
+pub mod disk;
 pub mod drivers;
 pub mod ephemeral;
 pub mod ids;

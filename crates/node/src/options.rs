@@ -37,6 +37,11 @@ pub struct NodeOptions {
     pub max_queued_proposals: usize,
     /// Pops that may wait (long-poll) at once on the node.
     pub max_long_polls: usize,
+    /// Percent of the data directory's filesystem in use past which writes
+    /// that grow storage are refused (507 `storage_full`), and under which
+    /// they are taken again (see `crate::disk`).
+    pub disk_high_pct: u8,
+    pub disk_low_pct: u8,
     /// Where the leader's stamps, minted ids and reads take their time
     /// (the wall clock; tests give a `TokioClock` on a paused runtime).
     pub clock: Arc<dyn crate::clock::Clock>,
@@ -58,6 +63,8 @@ impl Default for NodeOptions {
             tls_ca: None,
             max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            disk_high_pct: regina_types::limits::DISK_HIGH_PCT_DEFAULT,
+            disk_low_pct: regina_types::limits::DISK_LOW_PCT_DEFAULT,
             clock: crate::clock::system(),
         }
     }

@@ -48,6 +48,10 @@ pub enum ProposeError {
     /// Refused before it was queued: nothing was written (429).
     #[error("the node is overloaded, nothing was written; retry shortly: {0}")]
     Overloaded(String),
+    /// The disk is past its high watermark and the command would grow
+    /// storage: nothing was written (507).
+    #[error("the disk is full, nothing was written: {0}")]
+    StorageFull(String),
 }
 
 /// A command's outcome and the log entry it was applied in (shared with

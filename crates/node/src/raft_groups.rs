@@ -46,10 +46,15 @@ pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> 
     let logs = LogStore::open_groups(&data_dir.join("raft"), groups, wal, Arc::new(RealIo))?;
     let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
     let sealer = Arc::new(crate::sealing::Sealer::load_or_create(&key_path)?);
+    let disk = crate::disk::DiskWatch::new(data_dir, options.disk_high_pct, options.disk_low_pct)?;
+    disk.spawn();
     let mut nodes = Vec::with_capacity(groups as usize);
     for (g, log) in logs.into_iter().enumerate() {
         let dir = if g == 0 { data_dir.to_path_buf() } else { data_dir.join("groups").join(g.to_string()) };
-        nodes.push(Replica::open_group(&dir, g as u16, log, sealer.clone(), http_addr.clone(), options).await?);
+        nodes.push(
+            Replica::open_group(&dir, g as u16, log, (sealer.clone(), disk.clone()), http_addr.clone(), options)
+                .await?,
+        );
     }
     check_placement(&nodes, &options.tenant_groups)?;
     let weak: Vec<_> = nodes.iter().map(Arc::downgrade).collect();

@@ -44,6 +44,8 @@ pub struct Replica {
     pub(crate) stopping: tokio::sync::watch::Sender<bool>,
     /// Seals payloads of queues with `encryptionEnabled`.
     pub(crate) sealer: Arc<crate::sealing::Sealer>,
+    /// The node's disk watermark, shared by its groups.
+    pub(crate) disk: Arc<crate::disk::DiskWatch>,
     /// This replica's Raft group among the node's groups (0 when alone).
     pub(crate) group: u16,
     /// Every group of this node, this one included (set once all are open).
@@ -76,7 +78,7 @@ impl Replica {
         state_dir: &Path,
         group: u16,
         log: LogStore,
-        sealer: Arc<crate::sealing::Sealer>,
+        (sealer, disk): (Arc<crate::sealing::Sealer>, Arc<crate::disk::DiskWatch>),
         http_addr: String,
         options: &NodeOptions,
     ) -> Result<Arc<Replica>, String> {
@@ -135,6 +137,7 @@ impl Replica {
             proposer,
             stopping,
             sealer,
+            disk,
             group,
             groups: std::sync::OnceLock::new(),
             forwarder,
@@ -226,6 +229,11 @@ impl Replica {
         &self.sealer
     }
 
+    /// The disk watermark's reading.
+    pub fn disk(&self) -> crate::disk::DiskState {
+        self.disk.state()
+    }
+
     /// Why the node's WAL refuses writes, if it does.
     pub fn storage_poisoned(&self) -> Option<String> {
         self.log.poisoned()
@@ -292,6 +300,13 @@ impl Replica {
     /// A command proposed while handling a request acts for the request's
     /// tenant.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+        if command.grows_storage() && self.disk.is_full() {
+            let d = self.disk.state();
+            return Err(ProposeError::StorageFull(format!(
+                "{:.1}% of the data directory's filesystem is in use (writes resume under {}%)",
+                d.used_pct, d.low_pct
+            )));
+        }
         let command = match crate::tenant::current() {
             Some(tenant) => Command::ForTenant { tenant, command: Box::new(command) },
             None => command,

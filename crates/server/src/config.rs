@@ -47,6 +47,9 @@ pub struct Config {
     pub rate_burst: Option<u32>,
     /// Pops that may long-poll at once.
     pub max_long_polls: usize,
+    /// Disk watermarks, percent in use (`--disk-high-pct`, `--disk-low-pct`).
+    pub disk_high_pct: u8,
+    pub disk_low_pct: u8,
     /// Requests that may wait for a Raft group's proposer at once.
     pub max_queued_proposals: usize,
     /// TLS on both doors: the certificate chain and key (PEM), and the CA
@@ -86,6 +89,8 @@ impl Default for Config {
             rate_limit: 0,
             rate_burst: None,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            disk_high_pct: regina_types::limits::DISK_HIGH_PCT_DEFAULT,
+            disk_low_pct: regina_types::limits::DISK_LOW_PCT_DEFAULT,
             max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
             tls_cert_file: None,
             tls_key_file: None,
@@ -175,6 +180,14 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    writes that may wait for a Raft group's log at once (env
                    REGINA_MAX_QUEUED_PROPOSALS, default 65536); past it 429
                    overloaded
+  --disk-high-pct P, --disk-low-pct P
+                   past P% of the data directory's filesystem in use, writes
+                   that grow storage (pushes, KV writes, timer schedules, job
+                   enqueues, steps) answer 507 storage_full until use is
+                   under the low mark; reads, acks and deletes go on (env
+                   QUEEN_RAFT_DISK_HIGH_PCT / REGINA_DISK_HIGH_PCT, default
+                   85; QUEEN_RAFT_DISK_LOW_PCT / REGINA_DISK_LOW_PCT, default
+                   80; a high mark of 100 never refuses)
   --help           show this text
 
 usage: regina cluster status [--url URL]
@@ -217,6 +230,10 @@ const ENV_FLAGS: &[(&str, &str)] = &[
     ("REGINA_TLS_CA_FILE", "--tls-ca-file"),
     ("REGINA_MAX_QUEUED_PROPOSALS", "--max-queued-proposals"),
     ("REGINA_INSECURE_CLUSTER", "--insecure-cluster"),
+    ("QUEEN_RAFT_DISK_HIGH_PCT", "--disk-high-pct"),
+    ("REGINA_DISK_HIGH_PCT", "--disk-high-pct"),
+    ("QUEEN_RAFT_DISK_LOW_PCT", "--disk-low-pct"),
+    ("REGINA_DISK_LOW_PCT", "--disk-low-pct"),
 ];
 
 /// Whether a flag reads the next argument as its value (switches do not).
@@ -292,6 +309,8 @@ impl Config {
             "--rate-burst" => self.rate_burst = Some(parse_count(flag, &v()?, 1)? as u32),
             "--max-long-polls" => self.max_long_polls = parse_count(flag, &v()?, 1)?,
             "--max-queued-proposals" => self.max_queued_proposals = parse_count(flag, &v()?, 1)?,
+            "--disk-high-pct" => self.disk_high_pct = parse_pct(flag, &v()?)?,
+            "--disk-low-pct" => self.disk_low_pct = parse_pct(flag, &v()?)?,
             other => match crate::doors::auth::AuthSettings::flag(other) {
                 Some(setting) => self.auth.set(setting, v()?),
                 None => return Err(format!("unknown argument {other}\n\n{USAGE}")),
@@ -369,6 +388,13 @@ fn check_token(token: String, source: &str) -> Result<Secret, String> {
 }
 
 /// A count of at least `min`, below a billion.
+fn parse_pct(flag: &str, v: &str) -> Result<u8, String> {
+    match v.trim().parse::<u8>() {
+        Ok(n) if n <= 100 => Ok(n),
+        _ => Err(format!("{flag}: {v:?} is not a percent from 0 to 100")),
+    }
+}
+
 fn parse_count(flag: &str, v: &str, min: usize) -> Result<usize, String> {
     match v.trim().parse::<usize>() {
         Ok(n) if n >= min && n < 1_000_000_000 => Ok(n),

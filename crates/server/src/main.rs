@@ -70,6 +70,8 @@ fn main() {
             tls_ca,
             max_queued_proposals: config.max_queued_proposals,
             max_long_polls: config.max_long_polls,
+            disk_high_pct: config.disk_high_pct,
+            disk_low_pct: config.disk_low_pct,
             clock: regina_node::clock::system(),
         };
         regina_server::serve_with_raft(listener, raft_listener, &config.data_dir, options, doors, shutdown_signal())

@@ -123,6 +123,47 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether applying it can make the state or the body files grow:
+    /// pushes (steps, timer schedules, dead-letter retries, stream cycles
+    /// and traces among them), KV writes and job enqueues. With the disk
+    /// past its high watermark these are refused; what only settles or
+    /// removes (pops, acks, deletes, seeks, sweeps, lock calls, firing
+    /// timers already accepted) still runs.
+    pub fn grows_storage(&self) -> bool {
+        match self {
+            Command::Push(_)
+            | Command::Transaction(_)
+            | Command::Step { .. }
+            | Command::RecordTrace(_)
+            | Command::RetryDeadLetter { .. }
+            | Command::Stream(_) => true,
+            Command::Kv(k) => k.ops.iter().any(|op| {
+                matches!(op, KvOp::Put { .. } | KvOp::PutWith { .. } | KvOp::Incr { .. } | KvOp::IncrWith { .. })
+            }),
+            Command::Timers(ops) => ops
+                .iter()
+                .any(|op| matches!(op, crate::timers::TimerOp::Schedule(_) | crate::timers::TimerOp::ScheduleAt(_))),
+            Command::Jobs(j) => j.ops.iter().any(|op| matches!(op, crate::jobs::JobOp::Enqueue { .. })),
+            Command::Batch(cs) => cs.iter().any(Command::grows_storage),
+            Command::ForTenant { command, .. } => command.grows_storage(),
+            Command::Noop
+            | Command::Pop(_)
+            | Command::Ack(_)
+            | Command::ExtendLease { .. }
+            | Command::ExtendLeaseFor { .. }
+            | Command::Configure(_)
+            | Command::DeleteQueue { .. }
+            | Command::Sweep
+            | Command::DeleteGroup { .. }
+            | Command::Seek { .. }
+            | Command::SetSubscription { .. }
+            | Command::DeleteDeadLetter { .. }
+            | Command::Locks(_)
+            | Command::FireTimers
+            | Command::ConfigureTimerPolicy { .. } => false,
+        }
+    }
+
     /// A rough size of the command's encoding, enough to keep batches well
     /// under the log's record limit without encoding them twice.
     pub fn approx_bytes(&self) -> usize {

@@ -284,3 +284,13 @@ pub const LONG_POLLS_MAX: usize = 10_000;
 /// Callers whose request rate a node tracks at once (with `--rate-limit`);
 /// a new caller past it is refused with 429 `rate_limited`.
 pub const RATE_LIMIT_CALLERS_MAX: usize = 100_000;
+
+/// Percent of the data directory's filesystem in use past which a node
+/// refuses writes that grow storage with 507 `storage_full` (default of
+/// `--disk-high-pct`, Queen's `QUEEN_RAFT_DISK_HIGH_PCT`).
+pub const DISK_HIGH_PCT_DEFAULT: u8 = 85;
+/// Percent in use under which such writes are taken again (default of
+/// `--disk-low-pct`, Queen's `QUEEN_RAFT_DISK_LOW_PCT`).
+pub const DISK_LOW_PCT_DEFAULT: u8 = 80;
+/// How often a node measures its disk use, in milliseconds.
+pub const DISK_CHECK_MS: u64 = 250;

@@ -55,19 +55,21 @@ impl ApiError {
     }
 }
 
+/// The status and code a refused proposal answers with, on every route.
+pub(crate) fn propose_refusal(e: &ProposeError) -> (StatusCode, &'static str) {
+    match e {
+        ProposeError::NoLeader => (StatusCode::SERVICE_UNAVAILABLE, "no_leader"),
+        ProposeError::NoQuorum(_) => (StatusCode::SERVICE_UNAVAILABLE, "no_quorum"),
+        ProposeError::Storage(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_failed"),
+        ProposeError::Unknown(_) => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
+        ProposeError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "overloaded"),
+        ProposeError::StorageFull(_) => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
+    }
+}
+
 impl From<ProposeError> for ApiError {
     fn from(e: ProposeError) -> Self {
-        let code = match e {
-            ProposeError::NoLeader => "no_leader",
-            ProposeError::NoQuorum(_) => "no_quorum",
-            ProposeError::Storage(_) => "storage_failed",
-            ProposeError::Unknown(_) => "outcome_unknown",
-            ProposeError::Overloaded(_) => "overloaded",
-        };
-        let status = match e {
-            ProposeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
-            _ => StatusCode::SERVICE_UNAVAILABLE,
-        };
+        let (status, code) = propose_refusal(&e);
         ApiError { status, code, message: e.to_string() }
     }
 }
@@ -114,17 +116,7 @@ impl KvError {
 
     /// 503 `<code>`: the write was not, or may not have been, applied.
     pub fn unavailable(code: &'static str, e: ProposeError) -> Self {
-        let reason = match e {
-            ProposeError::NoLeader => "no_leader",
-            ProposeError::NoQuorum(_) => "no_quorum",
-            ProposeError::Storage(_) => "storage_failed",
-            ProposeError::Unknown(_) => "outcome_unknown",
-            ProposeError::Overloaded(_) => "overloaded",
-        };
-        let status = match e {
-            ProposeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
-            _ => StatusCode::SERVICE_UNAVAILABLE,
-        };
+        let (status, reason) = propose_refusal(&e);
         KvError { status, code, reason, detail: e.to_string() }
     }
 

@@ -1,6 +1,7 @@
 //! `GET /health`: is this node serving, and where does it stand in its Raft
-//! group (role, leader, term, commit and applied indexes, lag). Answered by
-//! every node itself, never forwarded.
+//! group (role, leader, term, commit and applied indexes, lag), and whether
+//! its storage takes writes (a failed WAL, a disk past its high watermark:
+//! 503 with the reason). Answered by every node itself, never forwarded.
 
 use std::sync::Arc;
 
@@ -13,13 +14,21 @@ use regina_node::Replica;
 
 pub async fn health(State(node): State<Arc<Replica>>) -> Response {
     let poisoned = node.storage_poisoned();
+    let disk = node.disk();
     let mut body = crate::http::raft_views::raft_view(&node).await;
-    let healthy = poisoned.is_none() && !body["leader"].is_null();
+    let healthy = poisoned.is_none() && !disk.full && !body["leader"].is_null();
+    let status = match (healthy, disk.full) {
+        (true, _) => "healthy",
+        (false, true) => "storage_full",
+        (false, false) => "unhealthy",
+    };
     let extra = json!({
-        "status": if healthy { "healthy" } else { "unhealthy" },
+        "status": status,
         "engine": "regina",
         "version": env!("CARGO_PKG_VERSION"),
         "storageError": poisoned,
+        "storageFull": disk.full,
+        "disk": { "usedPct": disk.used_pct, "highPct": disk.high_pct, "lowPct": disk.low_pct, "full": disk.full },
     });
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
         body.extend(extra.clone());

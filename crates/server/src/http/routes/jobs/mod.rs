@@ -36,17 +36,7 @@ use regina_node::{ProposeError, Replica};
 const RECHECK: Duration = Duration::from_millis(100);
 
 fn unavailable(e: ProposeError) -> JobsError {
-    let code = match e {
-        ProposeError::NoLeader => "no_leader",
-        ProposeError::NoQuorum(_) => "no_quorum",
-        ProposeError::Storage(_) => "storage_failed",
-        ProposeError::Unknown(_) => "outcome_unknown",
-        ProposeError::Overloaded(_) => "overloaded",
-    };
-    let status = match e {
-        ProposeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    };
+    let (status, code) = crate::http::error::propose_refusal(&e);
     JobsError { status, code, message: e.to_string(), index: None, field: None }
 }
 
