@@ -14,9 +14,8 @@ mod wire;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use support::paused;
 use wire::*;

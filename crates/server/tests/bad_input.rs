@@ -10,9 +10,8 @@ mod support;
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use support::paused;
 use support::paused::PausedNode;

@@ -9,12 +9,11 @@ mod support;
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use jobs::*;
 use serde_json::json;
 use support::paused::PausedNode;
 use support::*;
+use tokio::time::Instant;
 
 #[test]
 fn renders_with_a_scope_per_customer() {

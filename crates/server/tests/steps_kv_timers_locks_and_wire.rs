@@ -15,9 +15,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use support::paused;
 use wire::*;

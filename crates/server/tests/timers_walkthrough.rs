@@ -8,12 +8,11 @@ mod support;
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use base64::Engine;
 use serde_json::{json, Value};
 use support::paused::PausedNode;
 use support::*;
+use tokio::time::Instant;
 
 const Q: &str = "payment-timeouts";
 
