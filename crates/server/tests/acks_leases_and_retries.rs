@@ -1,8 +1,8 @@
 //! Acks, leases and retries as the clients see them: ack
 //! answers and refusals, acks as cursor commits, retries and the DLQ, lease
 //! expiry and commit at delivery, lease extension, and subscriptions. Each
-//! test starts its own broker; leases are one or two seconds so expiry
-//! shows up quickly.
+//! test starts its own node on the paused clock; leases are 30 s, as a
+//! client would set them, and their expiry costs no real time.
 
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
@@ -34,10 +34,11 @@ async fn push_n(env: &Env, queue: &str, partition: &str, prefix: &str, n: usize)
     }
 }
 
-/// Redelivery after a nack or a lapse: polls the partition for up to 4 s.
+/// Redelivery after a nack or a lapse: polls the partition for up to 40 s
+/// (past a 30 s lease).
 async fn redelivered(env: &Env, queue: &str, partition: &str, query: &str) -> Vec<Value> {
     let path = format!("/api/v1/pop/queue/{queue}/partition/{partition}?batch=100{query}");
-    pop_within(env, &path, Duration::from_secs(4)).await.0
+    pop_within(env, &path, Duration::from_secs(40)).await.0
 }
 
 #[test]
@@ -81,9 +82,9 @@ fn acks_answer_aligned_arrays_and_name_their_refusals() {
 
         // A lease that lapsed is stale too.
         push_one(&env, "acks", "Default", "m3", json!(3)).await;
-        let (late, _) = pop_any(&env, "/api/v1/pop/queue/acks?wait=false&leaseSeconds=1").await;
+        let (late, _) = pop_any(&env, "/api/v1/pop/queue/acks?wait=false&leaseSeconds=30").await;
         assert_eq!(txns(&late), ["m3"]);
-        tokio::time::sleep(Duration::from_millis(1_400)).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
         let r = ack_one(&env, ack_of(&late[0], "completed", None, None)).await;
         assert_eq!(r[0]["success"], json!(false), "{r:?}");
         assert!(err_text(&r[0]).contains("lease"), "an expired lease must say so: {r:?}");
@@ -107,7 +108,7 @@ fn an_ack_commits_up_to_itself_and_a_nack_clamps_the_rest() {
 
         // Acking #3 of 5 commits #1..#3 and nothing after: #4 and #5 come back.
         push_n(&env, "commit", "B", "b", 5).await;
-        let (b, _) = pop_any(&env, "/api/v1/pop/queue/commit/partition/B?wait=false&batch=5&leaseSeconds=1").await;
+        let (b, _) = pop_any(&env, "/api/v1/pop/queue/commit/partition/B?wait=false&batch=5&leaseSeconds=30").await;
         assert_eq!(ack_one(&env, ack_of(&b[2], "completed", None, None)).await[0]["success"], json!(true));
         let again = redelivered(&env, "commit", "B", "").await;
         assert_eq!(txns(&again), ["b3", "b4"], "after the lease lapsed");
@@ -217,9 +218,9 @@ fn a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
     paused::run(async {
         let env = Env::paused().await;
         // The queue's leaseTime, and a pop's leaseSeconds over a long leaseTime.
-        support::configure(&env.c, &env.base, "lt1", json!({ "leaseTime": 1 })).await;
+        support::configure(&env.c, &env.base, "lt30", json!({ "leaseTime": 30 })).await;
         support::configure(&env.c, &env.base, "lt300", json!({ "leaseTime": 300 })).await;
-        for (queue, query) in [("lt1", ""), ("lt300", "&leaseSeconds=1")] {
+        for (queue, query) in [("lt30", ""), ("lt300", "&leaseSeconds=30")] {
             push_one(&env, queue, "Default", "x0", json!(queue)).await;
             let popped = Instant::now();
             let (first, v1) = pop_any(&env, &format!("/api/v1/pop/queue/{queue}?wait=false{query}")).await;
@@ -228,7 +229,7 @@ fn a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
             assert!(none.is_empty(), "{queue}: claimed again under a live lease");
             let again = redelivered(&env, queue, "Default", "").await;
             assert_eq!(txns(&again), ["x0"], "{queue}: not redelivered after the lease lapsed");
-            assert!(popped.elapsed() >= Duration::from_millis(900), "{queue}: redelivered before the lease lapsed");
+            assert!(popped.elapsed() >= Duration::from_millis(29_900), "{queue}: redelivered before the lease lapsed");
             assert_ne!(again[0]["leaseId"], v1["leaseId"], "{queue}: redelivery needs a new lease");
             assert!(again[0]["leaseId"].as_str().is_some_and(|l| !l.is_empty()), "{again:?}");
             let old = ack_one(&env, ack_of(&first[0], "completed", None, None)).await;
@@ -267,7 +268,7 @@ fn a_lapsed_lease_redelivers_and_auto_ack_commits_at_delivery() {
 fn an_empty_body_extend_renews_a_live_lease_only() {
     paused::run(async {
         let env = Arc::new(Env::paused().await);
-        support::configure(&env.c, &env.base, "ext", json!({ "leaseTime": 2 })).await;
+        support::configure(&env.c, &env.base, "ext", json!({ "leaseTime": 30 })).await;
         push_one(&env, "ext", "Default", "e0", json!("work")).await;
         let (msgs, v) = pop_any(&env, "/api/v1/pop/queue/ext?wait=false").await;
         let lease = v["leaseId"].as_str().expect("leaseId").to_string();
@@ -278,22 +279,22 @@ fn an_empty_body_extend_renews_a_live_lease_only() {
         assert_eq!((b["success"].clone(), b["renewed"].clone()), (json!(true), json!(1)), "{b}");
         assert_fixed_width("newExpiresAt", &[b["newExpiresAt"].as_str().unwrap_or_else(|| panic!("{b}"))]);
 
-        // A 3 s handler on a 2 s lease, renewed every second: nobody else may
+        // A 45 s handler on a 30 s lease, renewed every 10 s: nobody else may
         // claim the message meanwhile, and the ack at the end is accepted.
         let renewals = Arc::new(Mutex::new(Vec::new()));
         let (e, log, url) = (env.clone(), renewals.clone(), extend_url.clone());
         let renewer = tokio::spawn(async move {
             for _ in 0..10 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(Duration::from_secs(10)).await;
                 let a = post_empty(&e.c, &url).await;
                 log.lock().unwrap().push((a.status, a.body().clone()));
             }
         });
-        let handler_end = Instant::now() + Duration::from_secs(3);
+        let handler_end = Instant::now() + Duration::from_secs(45);
         while Instant::now() < handler_end {
             let (stolen, _) = pop_any(&env, "/api/v1/pop/queue/ext?wait=false").await;
             assert!(stolen.is_empty(), "a renewed lease lapsed: {stolen:?}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
         }
         renewer.abort();
         let r = ack_one(&env, ack_of(&msgs[0], "completed", None, None)).await;
@@ -316,7 +317,7 @@ fn an_empty_body_extend_renews_a_live_lease_only() {
 fn an_extend_with_seconds_renews_by_that_length_and_refuses_bad_bodies() {
     paused::run(async {
         let env = Env::paused().await;
-        support::configure(&env.c, &env.base, "ext", json!({ "leaseTime": 2 })).await;
+        support::configure(&env.c, &env.base, "ext", json!({ "leaseTime": 30 })).await;
         push_one(&env, "ext", "Default", "e0", json!("work")).await;
         let (msgs, v) = pop_any(&env, "/api/v1/pop/queue/ext?wait=false").await;
         let lease = v["leaseId"].as_str().expect("leaseId").to_string();
@@ -334,9 +335,9 @@ fn an_extend_with_seconds_renews_by_that_length_and_refuses_bad_bodies() {
         assert_eq!(b["renewed"], json!(1), "{b}");
         let expires = regina_types::time::parse_iso(b["newExpiresAt"].as_str().expect("newExpiresAt")).expect("iso");
         let popped_at = regina_types::time::parse_iso(msgs[0]["createdAt"].as_str().expect("createdAt")).expect("iso");
-        assert!(expires >= popped_at + 590_000, "renewed by 600 s, not by the 2 s lease: {b}");
-        // Past the queue's own 2 s the message is still held.
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert!(expires >= popped_at + 590_000, "renewed by 600 s, not by the 30 s lease: {b}");
+        // Past the queue's own 30 s the message is still held.
+        tokio::time::sleep(Duration::from_secs(31)).await;
         let (stolen, _) = pop_any(&env, "/api/v1/pop/queue/ext?wait=false").await;
         assert!(stolen.is_empty(), "a lease renewed for 600 s lapsed: {stolen:?}");
         let r = ack_one(&env, ack_of(&msgs[0], "completed", None, None)).await;
