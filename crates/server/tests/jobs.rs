@@ -150,16 +150,16 @@ fn an_expired_lease_is_a_failed_attempt_judged_at_read_time() {
         let retry = json!({ "maxAttempts": 2, "initialDelayMs": 5_000, "maxDelayMs": 5_000 });
         one(&c, &base, json!({ "op": "configure", "queue": "q", "retry": retry })).await;
         enqueue(&c, &base, "q", "j", json!(1)).await;
-        let first = claim(&c, &base, "q", "w", json!({ "leaseMs": 150 })).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let first = claim(&c, &base, "q", "w", json!({ "leaseMs": 30_000 })).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
         let job = get(&c, &base, "q", "j").await;
         assert_eq!((job["state"].clone(), job["attempts"].clone()), (json!("pending"), json!(1)), "{job}");
         assert_eq!(ms(&job["availableAt"]), ms(&first["expiresAt"]), "available from the expiry, without backoff");
         let late = one(&c, &base, with_proof("complete", "q", &first, json!({}))).await;
         assert_eq!(late["code"], "LEASE_LOST", "an expired lease completes nothing");
-        let second = claim(&c, &base, "q", "w", json!({ "leaseMs": 150 })).await;
+        let second = claim(&c, &base, "q", "w", json!({ "leaseMs": 30_000 })).await;
         assert_eq!((second["attempt"].clone(), second["token"].clone()), (json!(2), json!(2)));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
         let job = get(&c, &base, "q", "j").await;
         assert_eq!(job["state"], "failed", "{job}");
         assert_eq!(job["error"], json!({ "code": "LEASE_EXPIRED" }));
@@ -176,9 +176,9 @@ fn without_retries_an_expired_lease_requeues_without_limit() {
         one(&c, &base, json!({ "op": "configure", "queue": "q", "retry": false })).await;
         enqueue(&c, &base, "q", "j", json!(1)).await;
         for attempt in 1..=4 {
-            let cl = claim(&c, &base, "q", "w", json!({ "leaseMs": 60 })).await;
+            let cl = claim(&c, &base, "q", "w", json!({ "leaseMs": 30_000 })).await;
             assert_eq!(cl["attempt"], attempt, "{cl}");
-            tokio::time::sleep(Duration::from_millis(120)).await;
+            tokio::time::sleep(Duration::from_secs(31)).await;
         }
         assert_eq!(get(&c, &base, "q", "j").await["state"], "pending");
         let cl = claim(&c, &base, "q", "w", json!({})).await;
@@ -195,10 +195,10 @@ fn without_retries_an_expired_lease_requeues_without_limit() {
 fn fail_backs_off_doubling_and_ends_failed_when_attempts_are_spent() {
     paused::run(async {
         let (_b, c, base) = paused_setup().await;
-        let retry = json!({ "maxAttempts": 3, "initialDelayMs": 100, "maxDelayMs": 150 });
+        let retry = json!({ "maxAttempts": 3, "initialDelayMs": 10_000, "maxDelayMs": 15_000 });
         one(&c, &base, json!({ "op": "configure", "queue": "q", "retry": retry })).await;
         enqueue(&c, &base, "q", "j", json!(1)).await;
-        for (attempt, delay) in [(1u64, 100u64), (2, 150)] {
+        for (attempt, delay) in [(1u64, 10_000u64), (2, 15_000)] {
             let cl = claim(&c, &base, "q", "w", json!({})).await;
             assert_eq!(cl["attempt"], attempt);
             let r = one(&c, &base, with_proof("fail", "q", &cl, json!({ "error": { "why": attempt } }))).await;
@@ -214,7 +214,7 @@ fn fail_backs_off_doubling_and_ends_failed_when_attempts_are_spent() {
                 "min(maxDelayMs, initialDelayMs * 2^(n-1))"
             );
             assert!(claim(&c, &base, "q", "w", json!({})).await.is_null(), "not before its backoff");
-            tokio::time::sleep(Duration::from_millis(delay + 60)).await;
+            tokio::time::sleep(Duration::from_millis(delay + 1_000)).await;
         }
         let cl = claim(&c, &base, "q", "w", json!({})).await;
         let r = one(&c, &base, with_proof("fail", "q", &cl, json!({ "error": "last" }))).await;
@@ -249,11 +249,11 @@ fn release_gives_a_job_back_with_its_attempt_counted() {
         let (_b, c, base) = paused_setup().await;
         enqueue(&c, &base, "q", "j", json!(1)).await;
         let cl = claim(&c, &base, "q", "w", json!({})).await;
-        let r = one(&c, &base, with_proof("release", "q", &cl, json!({ "delayMs": 100 }))).await;
+        let r = one(&c, &base, with_proof("release", "q", &cl, json!({ "delayMs": 10_000 }))).await;
         assert_eq!((r["job"]["state"].clone(), r["job"]["attempts"].clone()), (json!("pending"), json!(1)), "{r}");
         assert!(r["job"]["error"].is_null());
         assert_eq!(one(&c, &base, with_proof("release", "q", &cl, json!({}))).await["code"], "LEASE_LOST");
-        tokio::time::sleep(Duration::from_millis(160)).await;
+        tokio::time::sleep(Duration::from_secs(11)).await;
         assert_eq!(claim(&c, &base, "q", "w", json!({})).await["attempt"], 2);
     });
 }
@@ -462,13 +462,13 @@ fn the_read_routes_scan_by_state_with_paging_and_give_stats() {
 fn finished_jobs_leave_after_the_queue_retention() {
     paused::run(async {
         let (_b, c, base) = paused_setup().await;
-        one(&c, &base, json!({ "op": "configure", "queue": "q", "completedRetentionMs": 200 })).await;
+        one(&c, &base, json!({ "op": "configure", "queue": "q", "completedRetentionMs": 600_000 })).await;
         enqueue(&c, &base, "q", "j", json!(1)).await;
         enqueue(&c, &base, "q", "k", json!(1)).await;
         let cl = claim(&c, &base, "q", "w", json!({})).await;
         one(&c, &base, with_proof("complete", "q", &cl, json!({}))).await;
         assert_eq!(get(&c, &base, "q", "j").await["state"], "completed");
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(Duration::from_secs(601)).await;
         assert!(get(&c, &base, "q", "j").await.is_null(), "gone for readers once retention passed");
         assert_eq!(get(&c, &base, "q", "k").await["state"], "pending", "a pending job stays");
         let s = one(&c, &base, json!({ "op": "stats", "queue": "q" })).await;

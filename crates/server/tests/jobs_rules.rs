@@ -22,7 +22,7 @@ use support::paused;
 fn a_finished_job_past_retention_is_gone_for_writers_too() {
     paused::run(async {
         let (_b, c, base) = paused_setup().await;
-        one(&c, &base, json!({ "op": "configure", "queue": "q", "completedRetentionMs": 200 })).await;
+        one(&c, &base, json!({ "op": "configure", "queue": "q", "completedRetentionMs": 600_000 })).await;
         enqueue(&c, &base, "q", "done", json!(1)).await;
         enqueue(&c, &base, "q", "broken", json!(2)).await;
         let first = claim(&c, &base, "q", "w", json!({})).await;
@@ -30,7 +30,7 @@ fn a_finished_job_past_retention_is_gone_for_writers_too() {
         let second = claim(&c, &base, "q", "w", json!({})).await;
         let failed = one(&c, &base, with_proof("fail", "q", &second, json!({ "error": "no", "retry": false }))).await;
         assert_eq!(failed["job"]["state"], "failed", "{failed}");
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(Duration::from_secs(601)).await;
 
         let retry = one(&c, &base, json!({ "op": "retry", "queue": "q", "id": "broken" })).await;
         assert_eq!(
@@ -56,9 +56,9 @@ fn a_job_failed_by_its_lease_stays_failed_when_the_policy_changes() {
         };
         one(&c, &base, policy(1)).await;
         enqueue(&c, &base, "q", "j", json!(1)).await;
-        let cl = claim(&c, &base, "q", "w", json!({ "leaseMs": 100 })).await;
+        let cl = claim(&c, &base, "q", "w", json!({ "leaseMs": 30_000 })).await;
         assert_eq!(cl["attempt"], 1, "{cl}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
         let job = get(&c, &base, "q", "j").await;
         assert_eq!((job["state"].clone(), job["error"].clone()), (json!("failed"), json!({ "code": "LEASE_EXPIRED" })));
         one(&c, &base, policy(5)).await;
@@ -115,9 +115,9 @@ fn equal_instants_go_to_the_job_whose_instant_was_set_first() {
             &c,
             &base,
             vec![
-                json!({ "op": "claim", "queue": "q", "owner": "w", "leaseMs": 300 }),
-                json!({ "op": "claim", "queue": "q", "owner": "w", "leaseMs": 300 }),
-                json!({ "op": "renew", "queue": "q", "id": "x", "owner": "w", "token": 1, "leaseMs": 300 }),
+                json!({ "op": "claim", "queue": "q", "owner": "w", "leaseMs": 30_000 }),
+                json!({ "op": "claim", "queue": "q", "owner": "w", "leaseMs": 30_000 }),
+                json!({ "op": "renew", "queue": "q", "id": "x", "owner": "w", "token": 1, "leaseMs": 30_000 }),
             ],
         )
         .await;
@@ -125,7 +125,7 @@ fn equal_instants_go_to_the_job_whose_instant_was_set_first() {
         assert_eq!(ids, [json!("x"), json!("y")], "{rs:?}");
         assert_eq!(rs[2]["applied"], true, "{rs:?}");
         assert_eq!(rs[2]["claim"]["expiresAt"], rs[1]["claim"]["expiresAt"]);
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
         assert_eq!(claim(&c, &base, "q", "w", json!({})).await["id"], "y");
         assert_eq!(claim(&c, &base, "q", "w", json!({})).await["id"], "x");
     });
