@@ -301,9 +301,9 @@ fn guards_fence_lost_locks_and_survive_own_renewals() {
     paused::run(async {
         let env = Arc::new(Env::paused().await);
         // A's permit lapses and B takes the lock: A's guard no longer holds.
-        let a = lock1(&env, lock_acquire("gl", "A", 1, 1)).await;
+        let a = lock1(&env, lock_acquire("gl", "A", 30, 1)).await;
         has(&a, json!({ "acquired": true }));
-        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
         let b = lock1(&env, lock_acquire("gl", "B", 30, 1)).await;
         has(&b, json!({ "acquired": true }));
         let v = ok_body(&transaction(&env, &guarded(&a["guard"], "late-a", "gq")).await);
