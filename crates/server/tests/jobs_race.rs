@@ -13,29 +13,31 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Broker, Workspace};
+use support::paused;
+use support::paused::PausedNode;
 
 const JOBS_PER_SCOPE: usize = 120;
 const WORKERS: usize = 12;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_workers_keep_every_lease_and_token_rule() {
-    let ws = Workspace::new();
-    let broker = Broker::start(&ws);
-    let bases = vec![broker.base()];
-    let c = job_workload::client();
-    job_workload::prepare(&c, &bases, JOBS_PER_SCOPE).await;
-    let ledger = job_workload::run(&bases, WORKERS, 0x5EED, Duration::from_secs(90)).await;
-    let jobs = job_workload::final_jobs(&c, &bases[0]).await;
-    job_workload::audit(&ledger, &jobs, JOBS_PER_SCOPE);
-    let completed = jobs.values().filter(|j| j["state"] == "completed").count();
-    println!(
-        "jobs race: {} leases, {} completed, {} failed, {} stale completes refused, {} ops",
-        ledger.leases.len(),
-        completed,
-        jobs.len() - completed,
-        ledger.stale_answers.len(),
-        ledger.ops
-    );
-    assert!(completed > 0 && !ledger.stale_answers.is_empty(), "the workload exercised completes and stale leases");
+#[test]
+fn concurrent_workers_keep_every_lease_and_token_rule() {
+    paused::run(async {
+        let broker = PausedNode::start().await;
+        let bases = vec![broker.base()];
+        let c = job_workload::client();
+        job_workload::prepare(&c, &bases, JOBS_PER_SCOPE).await;
+        let ledger = job_workload::run(&bases, WORKERS, 0x5EED, Duration::from_secs(90)).await;
+        let jobs = job_workload::final_jobs(&c, &bases[0]).await;
+        job_workload::audit(&ledger, &jobs, JOBS_PER_SCOPE);
+        let completed = jobs.values().filter(|j| j["state"] == "completed").count();
+        println!(
+            "jobs race: {} leases, {} completed, {} failed, {} stale completes refused, {} ops",
+            ledger.leases.len(),
+            completed,
+            jobs.len() - completed,
+            ledger.stale_answers.len(),
+            ledger.ops
+        );
+        assert!(completed > 0 && !ledger.stale_answers.is_empty(), "the workload exercised completes and stale leases");
+    });
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use support::paused::{self, PausedNode};
 use support::{client, Broker, Workspace};
 use tokens::{token, SECRET};
 
@@ -62,75 +63,78 @@ async fn each_token_has_its_own_rate() {
     assert_eq!(get(&c, &url, Some(&alice), None).await.0, 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_tokens_each_tenant_has_its_own_rate() {
-    let ws = Workspace::new();
-    let b =
-        Broker::start_with(&ws, &[("REGINA_TENANCY", "on"), ("REGINA_RATE_LIMIT", "1"), ("REGINA_RATE_BURST", "3")]);
-    let c = client();
-    let url = b.url("/api/v1/resources/queues");
-    let mut statuses = Vec::new();
-    for _ in 0..5 {
-        statuses.push(get(&c, &url, None, Some("t1")).await.0);
-    }
-    assert_eq!(&statuses[..3], &[200, 200, 200]);
-    assert_eq!(statuses[4], 429, "{statuses:?}");
-    assert_eq!(get(&c, &url, None, Some("t2")).await.0, 200);
+#[test]
+fn without_tokens_each_tenant_has_its_own_rate() {
+    paused::run(async {
+        let b =
+            PausedNode::start_env(&[("REGINA_TENANCY", "on"), ("REGINA_RATE_LIMIT", "1"), ("REGINA_RATE_BURST", "3")])
+                .await;
+        let c = client();
+        let url = b.url("/api/v1/resources/queues");
+        let mut statuses = Vec::new();
+        for _ in 0..5 {
+            statuses.push(get(&c, &url, None, Some("t1")).await.0);
+        }
+        assert_eq!(&statuses[..3], &[200, 200, 200]);
+        assert_eq!(statuses[4], 429, "{statuses:?}");
+        assert_eq!(get(&c, &url, None, Some("t2")).await.0, 200);
+    });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_polls_and_queued_writes_are_bounded() {
-    let ws = Workspace::new();
-    let b = Broker::start_with(&ws, &[("REGINA_MAX_LONG_POLLS", "2"), ("REGINA_MAX_QUEUED_PROPOSALS", "1")]);
-    let c = client();
-    let poll = b.url("/api/v1/pop/queue/idle?wait=true&timeout=2500");
-    let parked: Vec<_> = (0..2)
-        .map(|_| {
-            let (c, poll) = (c.clone(), poll.clone());
-            tokio::spawn(async move { c.get(&poll).send().await.unwrap().status().as_u16() })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (s, retry, body) = get(&c, &poll, None, None).await;
-    assert_eq!((s, body["code"].as_str(), retry.as_deref()), (429, Some("overloaded"), Some("1")), "{body}");
-    // A pop that does not wait is still served.
-    let (s, _, _) = get(&c, &b.url("/api/v1/pop/queue/idle?wait=false"), None, None).await;
-    assert!(s == 200 || s == 204, "{s}");
-    for p in parked {
-        let s = p.await.unwrap();
-        assert!(s == 200 || s == 204, "the parked polls time out empty: {s}");
-    }
-    let (s, _, _) = get(&c, &b.url("/api/v1/pop/queue/idle?wait=true&timeout=100"), None, None).await;
-    assert!(s == 200 || s == 204, "room again once they answered: {s}");
-    // With room for one waiting write, a burst of writes sees some refused,
-    // each with nothing written; the rest are stored.
-    let pushes: Vec<_> = (0..64)
-        .map(|i| {
-            let c = c.clone();
-            let url = b.url("/api/v1/push");
-            tokio::spawn(async move {
-                let body =
-                    json!({ "items": [{ "queue": "burst", "transactionId": format!("t{i}"), "payload": { "i": i } }] });
-                let resp = c.post(url).json(&body).send().await.unwrap();
-                let status = resp.status().as_u16();
-                (status, resp.json::<Value>().await.unwrap())
+#[test]
+fn long_polls_and_queued_writes_are_bounded() {
+    paused::run(async {
+        let b = PausedNode::start_env(&[("REGINA_MAX_LONG_POLLS", "2"), ("REGINA_MAX_QUEUED_PROPOSALS", "1")]).await;
+        let c = client();
+        let poll = b.url("/api/v1/pop/queue/idle?wait=true&timeout=2500");
+        let parked: Vec<_> = (0..2)
+            .map(|_| {
+                let (c, poll) = (c.clone(), poll.clone());
+                tokio::spawn(async move { c.get(&poll).send().await.unwrap().status().as_u16() })
             })
-        })
-        .collect();
-    let mut stored = 0;
-    let mut refused = 0;
-    for p in pushes {
-        match p.await.unwrap() {
-            (201, _) => stored += 1,
-            (429, body) => {
-                assert_eq!(body["code"], "overloaded", "{body}");
-                refused += 1;
-            }
-            other => panic!("{other:?}"),
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (s, retry, body) = get(&c, &poll, None, None).await;
+        assert_eq!((s, body["code"].as_str(), retry.as_deref()), (429, Some("overloaded"), Some("1")), "{body}");
+        // A pop that does not wait is still served.
+        let (s, _, _) = get(&c, &b.url("/api/v1/pop/queue/idle?wait=false"), None, None).await;
+        assert!(s == 200 || s == 204, "{s}");
+        for p in parked {
+            let s = p.await.unwrap();
+            assert!(s == 200 || s == 204, "the parked polls time out empty: {s}");
         }
-    }
-    assert!(refused > 0 && stored > 0, "stored {stored}, refused {refused}");
-    let (_, _, v) = get(&c, &b.url("/api/v1/resources/queues/burst"), None, None).await;
-    let total = v["totals"]["total"].as_u64();
-    assert_eq!(total, Some(stored), "exactly the answered pushes were stored: {v}");
+        let (s, _, _) = get(&c, &b.url("/api/v1/pop/queue/idle?wait=true&timeout=100"), None, None).await;
+        assert!(s == 200 || s == 204, "room again once they answered: {s}");
+        // With room for one waiting write, a burst of writes sees some refused,
+        // each with nothing written; the rest are stored.
+        let pushes: Vec<_> = (0..64)
+            .map(|i| {
+                let c = c.clone();
+                let url = b.url("/api/v1/push");
+                tokio::spawn(async move {
+                    let body =
+                        json!({ "items": [{ "queue": "burst", "transactionId": format!("t{i}"), "payload": { "i": i } }] });
+                    let resp = c.post(url).json(&body).send().await.unwrap();
+                    let status = resp.status().as_u16();
+                    (status, resp.json::<Value>().await.unwrap())
+                })
+            })
+            .collect();
+        let mut stored = 0;
+        let mut refused = 0;
+        for p in pushes {
+            match p.await.unwrap() {
+                (201, _) => stored += 1,
+                (429, body) => {
+                    assert_eq!(body["code"], "overloaded", "{body}");
+                    refused += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(refused > 0 && stored > 0, "stored {stored}, refused {refused}");
+        let (_, _, v) = get(&c, &b.url("/api/v1/resources/queues/burst"), None, None).await;
+        let total = v["totals"]["total"].as_u64();
+        assert_eq!(total, Some(stored), "exactly the answered pushes were stored: {v}");
+    });
 }

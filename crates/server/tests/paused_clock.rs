@@ -5,13 +5,12 @@
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
 
-#[path = "support/paused.rs"]
-mod paused;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use paused::PausedNode;
 use serde_json::{json, Value};
+use support::paused::{self, PausedNode};
 
 async fn post(c: &reqwest::Client, url: String, body: Value) -> Value {
     let r = c.post(&url).json(&body).send().await.unwrap();

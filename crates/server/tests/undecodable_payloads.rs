@@ -11,7 +11,8 @@ mod support;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use support::{client, post_json, Broker, Workspace};
+use support::paused::{self, PausedNode};
+use support::{client, post_json};
 
 /// A JSON string whose bytes are not UTF-8: serde_json's validation alone
 /// skips over them.
@@ -77,33 +78,34 @@ fn assert_refused(what: &str, status: u16, body: &Value) {
     assert!(text.contains("UTF-8"), "{what}: the error names the problem: {body}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_payload_that_is_not_utf8_is_refused_and_the_partition_stays_readable() {
-    let ws = Workspace::new();
-    let broker = Broker::start(&ws);
-    let (c, base) = (client(), broker.base());
-    let push_url = format!("{base}/api/v1/push");
-    support::push(&c, &base, vec![json!({ "queue": "orders", "partition": "o-1", "payload": { "n": 1 } })]).await;
+#[test]
+fn a_payload_that_is_not_utf8_is_refused_and_the_partition_stays_readable() {
+    paused::run(async {
+        let broker = PausedNode::start().await;
+        let (c, base) = (client(), broker.base());
+        let push_url = format!("{base}/api/v1/push");
+        support::push(&c, &base, vec![json!({ "queue": "orders", "partition": "o-1", "payload": { "n": 1 } })]).await;
 
-    // The plain binary form, and a well-formed one beside it as a control.
-    let (status, v) = post_bytes(&c, &push_url, plain_push("orders", "o-1", NOT_UTF8)).await;
-    assert_refused("plain QPB1", status, &v);
-    let (status, v) = post_bytes(&c, &push_url, plain_push("orders", "o-1", br#"{"n":2}"#)).await;
-    assert_eq!(status, 201, "a JSON payload in QPB1 is taken: {v}");
-    // The framed form.
-    let (status, v) = post_bytes(&c, &push_url, framed_push("orders", "o-1", NOT_UTF8)).await;
-    assert_refused("framed QPB1", status, &v);
-    let (status, v) = post_bytes(&c, &push_url, framed_push("orders", "o-1", br#"{"n":3}"#)).await;
-    assert_eq!(status, 201, "a JSON payload in a framed QPB1 is taken: {v}");
+        // The plain binary form, and a well-formed one beside it as a control.
+        let (status, v) = post_bytes(&c, &push_url, plain_push("orders", "o-1", NOT_UTF8)).await;
+        assert_refused("plain QPB1", status, &v);
+        let (status, v) = post_bytes(&c, &push_url, plain_push("orders", "o-1", br#"{"n":2}"#)).await;
+        assert_eq!(status, 201, "a JSON payload in QPB1 is taken: {v}");
+        // The framed form.
+        let (status, v) = post_bytes(&c, &push_url, framed_push("orders", "o-1", NOT_UTF8)).await;
+        assert_refused("framed QPB1", status, &v);
+        let (status, v) = post_bytes(&c, &push_url, framed_push("orders", "o-1", br#"{"n":3}"#)).await;
+        assert_eq!(status, 201, "a JSON payload in a framed QPB1 is taken: {v}");
 
-    // A timer's payload would be pushed into the partition when it fires.
-    let payload = base64::engine::general_purpose::STANDARD.encode(NOT_UTF8);
-    let op = json!({ "op": "schedule", "queue": "orders", "partition": "o-1", "timerKey": "t", "delayMs": 0, "payload": payload });
-    let (status, v) = post_json(&c, &format!("{base}/api/v1/timers"), &json!({ "operations": [op] })).await;
-    assert_refused("timer schedule", status, &v);
+        // A timer's payload would be pushed into the partition when it fires.
+        let payload = base64::engine::general_purpose::STANDARD.encode(NOT_UTF8);
+        let op = json!({ "op": "schedule", "queue": "orders", "partition": "o-1", "timerKey": "t", "delayMs": 0, "payload": payload });
+        let (status, v) = post_json(&c, &format!("{base}/api/v1/timers"), &json!({ "operations": [op] })).await;
+        assert_refused("timer schedule", status, &v);
 
-    support::push(&c, &base, vec![json!({ "queue": "orders", "partition": "o-1", "payload": { "n": 4 } })]).await;
-    let popped = support::pop(&c, &base, "/api/v1/pop/queue/orders/partition/o-1?batch=10&wait=false").await;
-    let data: Vec<Value> = support::messages(&popped).iter().map(|m| m["data"].clone()).collect();
-    assert_eq!(data, vec![json!({"n":1}), json!({"n":2}), json!({"n":3}), json!({"n":4})], "{popped}");
+        support::push(&c, &base, vec![json!({ "queue": "orders", "partition": "o-1", "payload": { "n": 4 } })]).await;
+        let popped = support::pop(&c, &base, "/api/v1/pop/queue/orders/partition/o-1?batch=10&wait=false").await;
+        let data: Vec<Value> = support::messages(&popped).iter().map(|m| m["data"].clone()).collect();
+        assert_eq!(data, vec![json!({"n":1}), json!({"n":2}), json!({"n":3}), json!({"n":4})], "{popped}");
+    });
 }

@@ -309,10 +309,13 @@ pub fn history_invariants(history: &History) -> Result<JobFigures, String> {
                 (Command::Push(_), Outcome::Push(rs)) => {
                     for r in rs {
                         let next = next_offset.entry(r.partition_id).or_insert(0);
-                        let counted = counted_at.insert(r.partition_id, *index);
-                        if last_fire.is_some_and(|f| counted.is_none_or(|c| c <= f)) && r.offset > *next {
-                            // Timers pushed here since it was last counted.
-                            *next = r.offset;
+                        if r.status == PushStatus::Queued {
+                            // Only a queued push tells where the partition ends.
+                            let counted = counted_at.insert(r.partition_id, *index);
+                            if last_fire.is_some_and(|f| counted.is_none_or(|c| c <= f)) && r.offset > *next {
+                                // Timers pushed here since it was last counted.
+                                *next = r.offset;
+                            }
                         }
                         match r.status {
                             PushStatus::Queued if r.offset != *next => {

@@ -8,9 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
+// Virtual on the paused harness, the real clock on an ordinary runtime.
+use tokio::time::Instant;
 
 pub const QUEUE: &str = "work";
 pub const SCOPES: [&str; 2] = ["", "tenant-b"];

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use crate::support::paused::PausedNode;
 use crate::support::{client, post_json, Broker, Workspace};
 
 /// A broker on a fresh workspace, a client and the broker's base URL.
@@ -11,6 +12,14 @@ pub fn setup() -> (Workspace, Broker, reqwest::Client, String) {
     let broker = Broker::start(&ws);
     let base = broker.base();
     (ws, broker, client(), base)
+}
+
+/// [`setup`] on the paused harness: a node in this process, a client and
+/// the node's base URL.
+pub async fn paused_setup() -> (PausedNode, reqwest::Client, String) {
+    let node = PausedNode::start().await;
+    let base = node.base();
+    (node, client(), base)
 }
 
 /// Posts a jobs call and answers its status and body.

@@ -4,6 +4,8 @@
 //! its behalf.
 #![allow(dead_code)]
 
+pub mod paused;
+
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -415,6 +417,19 @@ pub fn raw_request(port: u16, method: &str, path: &str, body: &str) -> (u16, Str
         .unwrap_or_else(|| panic!("not an HTTP response: {text:.200}"));
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (status, body)
+}
+
+/// [`raw_request`] on a blocking thread, for tests on an async runtime:
+/// the call blocks, and on the paused harness the node it talks to runs
+/// on the test's own thread.
+pub async fn raw_request_async(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());
+    tokio::task::spawn_blocking(move || raw_request(port, &method, &path, &body)).await.expect("a raw request")
+}
+
+/// [`health_status`] on a blocking thread (see [`raw_request_async`]).
+pub async fn health_status_async(port: u16) -> Option<u16> {
+    tokio::task::spawn_blocking(move || health_status(port)).await.expect("a health check")
 }
 
 /// The files under `dir` (recursively) whose bytes contain `needle`: what

@@ -14,8 +14,19 @@
 //! time jump, so a write takes no virtual time (otherwise the clock would
 //! race ahead through every timer while the disk works).
 //!
-//! Tests that kill, restart or cluster nodes stay process-based
-//! (`support::Broker`, `support::cluster`): a SIGKILL must be real.
+//! Most single-node tests run here: `wire::Env::paused()` for the wire
+//! tests, [`PausedNode::start`] (with [`PausedNode::start_env`] for the
+//! settings a process takes from its environment) where a test used a
+//! `support::Broker`. What runs on this clock must measure time with
+//! `tokio::time::Instant` and wait with `tokio::time::sleep` (both are the
+//! real clock on an ordinary runtime): a `std::time::Instant` does not see
+//! virtual time pass, and a blocking call (`std::thread::sleep`, a plain
+//! socket) stalls the node too, since it shares the test's one thread; run
+//! those through `spawn_blocking`, which also holds the clock still.
+//!
+//! Tests that kill, restart, signal or cluster nodes, or read a node's log,
+//! stay process-based (`support::Broker`, `support::cluster`): a SIGKILL
+//! must be real.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -23,7 +34,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use regina_node::clock::TokioClock;
+use regina_server::config::Config;
 use regina_node::{NodeOptions, Replica};
+use regina_server::DoorOptions;
 use regina_storage::Wal;
 use tokio::sync::oneshot;
 
@@ -59,6 +72,9 @@ fn wait_for_writes() {
 pub struct PausedNode {
     pub base: String,
     pub nodes: Vec<Arc<Replica>>,
+    /// The node's clock: the wall time at its start, moved on by virtual
+    /// time.
+    pub clock: Arc<TokioClock>,
     stop: Option<oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<Result<(), String>>>,
     dir: tempfile::TempDir,
@@ -71,9 +87,16 @@ impl PausedNode {
     }
 
     /// Starts a node with `options`; its clock is always a [`TokioClock`].
-    pub async fn start_with(mut options: NodeOptions) -> PausedNode {
+    pub async fn start_with(options: NodeOptions) -> PausedNode {
+        PausedNode::start_with_doors(options, DoorOptions::default()).await
+    }
+
+    /// [`PausedNode::start_with`], with the doors' settings (tokens,
+    /// tenancy, rates).
+    pub async fn start_with_doors(mut options: NodeOptions, doors: DoorOptions) -> PausedNode {
         let dir = tempfile::Builder::new().prefix("regina-paused-").tempdir().expect("create a temporary directory");
-        options.clock = Arc::new(TokioClock::new());
+        let clock = Arc::new(TokioClock::new());
+        options.clock = clock.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let nodes =
@@ -81,23 +104,77 @@ impl PausedNode {
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = nodes.clone();
         let served = tokio::spawn(async move {
-            regina_server::serve_nodes(
-                listener,
-                None,
-                serving,
-                &options,
-                regina_server::DoorOptions::default(),
-                async move {
-                    let _ = stopped.await;
-                },
-            )
+            regina_server::serve_nodes(listener, None, serving, &options, doors, async move {
+                let _ = stopped.await;
+            })
             .await
         });
-        PausedNode { base: format!("http://{addr}"), nodes, stop: Some(stop), served: Some(served), dir }
+        PausedNode { base: format!("http://{addr}"), nodes, clock, stop: Some(stop), served: Some(served), dir }
+    }
+
+    /// Starts a node with the settings a `regina` process would read from
+    /// `env` (as `support::Broker::start_with` passes them), the way the
+    /// binary turns them into options. TLS and SIGHUP reloads are the
+    /// process's own and are not offered here.
+    pub async fn start_env(env: &[(&str, &str)]) -> PausedNode {
+        let vars: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let lookup = |k: &str| vars.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone());
+        let config = Config::from_args_and_env(Vec::new(), lookup).expect("valid settings").expect("not --help");
+        assert!(config.tls_cert_file.is_none(), "TLS needs a process-based broker");
+        assert!(config.internal_addr().is_none(), "a Raft address needs a process-based broker");
+        let options = NodeOptions {
+            encryption_key_file: config.encryption_key_file.clone(),
+            fsync: config.fsync,
+            node_id: config.node_id,
+            peers: config.peers.clone(),
+            raft_groups: config.raft_groups,
+            tenant_groups: config.tenant_groups.clone(),
+            cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
+            max_queued_proposals: config.max_queued_proposals,
+            max_long_polls: config.max_long_polls,
+            disk_high_pct: config.disk_high_pct,
+            disk_low_pct: config.disk_low_pct,
+            ..NodeOptions::default()
+        };
+        let doors = DoorOptions {
+            tenancy: config.tenancy,
+            auth: regina_server::doors::auth::Auth::from_settings(&config.auth).expect("valid auth settings"),
+            tls: None,
+            rate_limit: config.rate_limit,
+            rate_burst: config.rate_burst,
+        };
+        PausedNode::start_with_doors(options, doors).await
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub fn base(&self) -> String {
+        self.base.clone()
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port in the base URL")
+    }
+
+    /// The node's time in Unix milliseconds (what a process-based test
+    /// reads from the wall clock).
+    pub fn now_ms(&self) -> u64 {
+        use regina_node::clock::Clock;
+        self.clock.now_ms()
+    }
+
+    /// The node's data directory.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// What a failure message shows in place of a process's log: the node
+    /// logs nowhere but the test's own output.
+    pub fn log_tail(&self, _max: usize) -> String {
+        "(an in-process node: no log of its own)".to_string()
     }
 
     /// Stops the server and waits until its Raft groups have shut down.

@@ -14,9 +14,11 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
+// Virtual on the paused harness, the real clock on an ordinary runtime.
+use tokio::time::Instant;
 
 /// Window number of a partition's last message: it only closes the others.
 pub const MARKER_WINDOW: u64 = 999_999;

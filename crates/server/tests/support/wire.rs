@@ -4,41 +4,68 @@
 //! request); what a route promises is asserted in the tests.
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
+use regina_node::NodeOptions;
 use serde_json::{json, Value};
+// Virtual on the paused harness, the real clock on an ordinary runtime.
+use tokio::time::Instant;
 
+use crate::support::paused::PausedNode;
 use crate::support::{Broker, Workspace};
 
 /// One broker on its own data directory, and a client for it. Dropping it
-/// kills the broker and removes the directory.
+/// stops the broker and removes the directory.
 pub struct Env {
     pub c: reqwest::Client,
     pub base: String,
-    pub broker: Broker,
-    _ws: Workspace,
+    pub port: u16,
+    _server: Server,
+}
+
+/// What serves an [`Env`]: a `regina` process, or a node in this process
+/// on the paused clock (`support::paused`).
+enum Server {
+    Process(Broker, Workspace),
+    Paused(PausedNode),
 }
 
 impl Env {
+    /// A `regina` process, for tests that need one (a kill, a signal, the
+    /// process's log).
     pub fn start() -> Env {
         let ws = Workspace::new();
         let broker = Broker::start(&ws);
-        // The Python client follows no redirect, so neither does this one:
-        // a 3xx anywhere shows up as the status it is.
-        let c = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(20))
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .expect("build an HTTP client");
-        Env { c, base: broker.base(), broker, _ws: ws }
+        Env { c: wire_client(), base: broker.base(), port: broker.port(), _server: Server::Process(broker, ws) }
+    }
+
+    /// A node in this process; run the test with `paused::run`.
+    pub async fn paused() -> Env {
+        Env::paused_with(NodeOptions::default()).await
+    }
+
+    /// [`Env::paused`] with node options (the clock is always virtual).
+    pub async fn paused_with(options: NodeOptions) -> Env {
+        let node = PausedNode::start_with(options).await;
+        Env { c: wire_client(), base: node.base(), port: node.port(), _server: Server::Paused(node) }
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+}
+
+/// The Python client follows no redirect, so neither does this one: a 3xx
+/// anywhere shows up as the status it is.
+fn wire_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .expect("build an HTTP client")
 }
 
 /// A response as the clients read it: status, `Content-Type`, and the body
@@ -490,10 +517,7 @@ pub fn column(pages: &[Value], list: &str, field: &str) -> Vec<Value> {
 
 /// `support::raw_request` off the async runtime's threads.
 pub async fn raw(env: &Env, method: &str, path: &str, body: &str) -> (u16, String) {
-    let (port, method, path, body) = (env.broker.port(), method.to_string(), path.to_string(), body.to_string());
-    tokio::task::spawn_blocking(move || crate::support::raw_request(port, &method, &path, &body))
-        .await
-        .expect("a raw request")
+    crate::support::raw_request_async(env.port, method, path, body).await
 }
 
 /// A transaction's ack of a popped message under `lease`.
