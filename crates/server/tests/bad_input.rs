@@ -38,6 +38,12 @@ async fn post_raw(c: &reqwest::Client, url: &str, body: impl Into<Vec<u8>>) -> (
     send_raw(c, reqwest::Method::POST, url, Some(body.into())).await
 }
 
+/// An ack answered `success: false` with an error naming `needle`.
+fn assert_refused(a: &Value, needle: &str) {
+    assert_eq!(a["success"], json!(false), "{a}");
+    assert!(a["error"].as_str().unwrap_or_default().contains(needle), "{a}");
+}
+
 #[test]
 fn bad_requests_are_json_errors_and_change_nothing() {
     paused::run(async {
@@ -298,15 +304,13 @@ fn protocol_refusals_are_answers_not_errors() {
             json!({ "transactionId": "never-pushed", "partitionId": pid, "leaseId": lease, "status": "completed" }),
         )
         .await;
-        assert_eq!(a["success"], json!(false), "{a}");
-        assert!(a["error"].as_str().unwrap_or_default().contains("unresolv"), "{a}");
+        assert_refused(&a, "unresolv");
 
         // A partition id that names no partition.
         let a =
             support::ack(&c, &base, json!({ "transactionId": "a0", "partitionId": "999999", "status": "completed" }))
                 .await;
-        assert_eq!(a["success"], json!(false), "{a}");
-        assert!(a["error"].as_str().unwrap_or_default().contains("unresolv"), "{a}");
+        assert_refused(&a, "unresolv");
 
         // The wrong lease.
         let a = support::ack(
@@ -315,8 +319,7 @@ fn protocol_refusals_are_answers_not_errors() {
             json!({ "transactionId": "a1", "partitionId": pid, "leaseId": "not-the-lease", "status": "completed" }),
         )
         .await;
-        assert_eq!(a["success"], json!(false), "{a}");
-        assert!(a["error"].as_str().unwrap_or_default().contains("lease"), "{a}");
+        assert_refused(&a, "lease");
 
         // The refusals did not burn the lease: the real ack of the batch works.
         let a = support::ack(

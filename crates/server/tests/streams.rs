@@ -67,18 +67,42 @@ fn uuid() -> u128 {
 }
 
 fn full_cycle(query: &str, pid: &str, lease: &str, last: &Value, n: usize) -> Value {
+    let state_ops = json!([
+        { "type": "upsert", "key": "w1", "value": { "count": n, "windowEnd": 1000 } },
+        { "type": "upsert", "key": "w2", "value": { "count": 0, "windowEnd": 5000 } },
+    ]);
+    let push_items = json!([{ "queue": "sink", "partition": "a", "payload": { "emitted": true } }]);
+    cycle_body((query, pid, lease), (last, n), (state_ops, push_items), true)
+}
+
+/// A cycle of query `query` on partition `pid` under `lease`: its state
+/// changes and sink pushes, acking `n` messages up to `last`.
+fn cycle_body(
+    (query, pid, lease): (&str, &str, &str),
+    (last, n): (&Value, usize),
+    (state_ops, push_items): (Value, Value),
+    release_lease: bool,
+) -> Value {
     json!({
         "query_id": query,
         "partition_id": pid,
         "consumer_group": GROUP,
-        "state_ops": [
-            { "type": "upsert", "key": "w1", "value": { "count": n, "windowEnd": 1000 } },
-            { "type": "upsert", "key": "w2", "value": { "count": 0, "windowEnd": 5000 } },
-        ],
-        "push_items": [{ "queue": "sink", "partition": "a", "payload": { "emitted": true } }],
+        "state_ops": state_ops,
+        "push_items": push_items,
         "ack": { "transactionId": last["transactionId"], "leaseId": lease, "status": "completed", "count": n },
-        "release_lease": true,
+        "release_lease": release_lease,
     })
+}
+
+/// A node with query `q` registered and the source queue configured with
+/// `src_options`; the node runs while the first value lives.
+async fn with_query(src_options: Value) -> (PausedNode, reqwest::Client, String, String) {
+    let node = PausedNode::start().await;
+    let c = client();
+    let base = node.base();
+    let id = register(&c, &base, "q", "h", false).await.1["query_id"].as_str().unwrap().to_string();
+    configure(&c, &base, "src", src_options).await;
+    (node, c, base, id)
 }
 
 #[test]
@@ -127,11 +151,7 @@ fn registration_refuses_a_changed_chain_until_reset() {
 #[test]
 fn a_cycle_commits_whole_and_state_reads_filter_it() {
     paused::run(async {
-        let b = PausedNode::start().await;
-        let c = client();
-        let base = b.base();
-        let id = register(&c, &base, "q", "h", false).await.1["query_id"].as_str().unwrap().to_string();
-        configure(&c, &base, "src", json!({})).await;
+        let (_node, c, base, id) = with_query(json!({})).await;
         let (pid, lease, msgs) = popped(&c, &base, "a", 3).await;
         let (status, v) = cycle(&c, &base, &full_cycle(&id, &pid, &lease, &msgs[2], 3)).await;
         assert_eq!(status, 200, "{v}");
@@ -170,11 +190,7 @@ fn a_cycle_commits_whole_and_state_reads_filter_it() {
 #[test]
 fn a_cycle_whose_ack_is_refused_writes_no_state_and_no_push() {
     paused::run(async {
-        let b = PausedNode::start().await;
-        let c = client();
-        let base = b.base();
-        let id = register(&c, &base, "q", "h", false).await.1["query_id"].as_str().unwrap().to_string();
-        configure(&c, &base, "src", json!({ "leaseTime": 1 })).await;
+        let (_node, c, base, id) = with_query(json!({ "leaseTime": 1 })).await;
         let (pid, lease, msgs) = popped(&c, &base, "a", 2).await;
 
         // A lease the group does not hold.
@@ -208,22 +224,12 @@ fn a_cycle_whose_ack_is_refused_writes_no_state_and_no_push() {
 #[test]
 fn a_resent_cycle_changes_nothing() {
     paused::run(async {
-        let b = PausedNode::start().await;
-        let c = client();
-        let base = b.base();
-        let id = register(&c, &base, "q", "h", false).await.1["query_id"].as_str().unwrap().to_string();
-        configure(&c, &base, "src", json!({})).await;
+        let (_node, c, base, id) = with_query(json!({})).await;
         let (pid, lease, msgs) = popped(&c, &base, "a", 4).await;
         // A gate's cycle: two of four settled, the lease kept for the tail.
-        let body = json!({
-            "query_id": id,
-            "partition_id": pid,
-            "consumer_group": GROUP,
-            "state_ops": [{ "type": "upsert", "key": "used", "value": { "n": 2 } }],
-            "push_items": [{ "queue": "sink", "payload": { "i": 0 } }, { "queue": "sink", "payload": { "i": 1 } }],
-            "ack": { "transactionId": msgs[1]["transactionId"], "leaseId": lease, "status": "completed", "count": 2 },
-            "release_lease": false,
-        });
+        let ops = json!([{ "type": "upsert", "key": "used", "value": { "n": 2 } }]);
+        let pushes = json!([{ "queue": "sink", "payload": { "i": 0 } }, { "queue": "sink", "payload": { "i": 1 } }]);
+        let body = cycle_body((&id, &pid, &lease), (&msgs[1], 2), (ops, pushes), false);
         let (_, first) = cycle(&c, &base, &body).await;
         assert_eq!(first["success"], json!(true), "{first}");
         assert_eq!(first["ack_result"]["lease_released"], json!(false));
@@ -236,15 +242,9 @@ fn a_resent_cycle_changes_nothing() {
         let v = pop(&c, &base, &format!("/api/v1/pop/queue/src?batch=10&consumerGroup={GROUP}")).await;
         assert!(messages(&v).is_empty(), "the kept lease was released: {v}");
         // A full-batch cycle that released its lease: a resend finds the fence.
-        let rest = json!({
-            "query_id": id,
-            "partition_id": pid,
-            "consumer_group": GROUP,
-            "state_ops": [{ "type": "delete", "key": "used" }],
-            "push_items": [{ "queue": "sink", "payload": { "i": 2 } }],
-            "ack": { "transactionId": msgs[3]["transactionId"], "leaseId": lease, "status": "completed", "count": 2 },
-            "release_lease": true,
-        });
+        let ops = json!([{ "type": "delete", "key": "used" }]);
+        let pushes = json!([{ "queue": "sink", "payload": { "i": 2 } }]);
+        let rest = cycle_body((&id, &pid, &lease), (&msgs[3], 2), (ops, pushes), true);
         let (_, done) = cycle(&c, &base, &rest).await;
         assert_eq!((done["success"].clone(), done["ack_result"]["count"].clone()), (json!(true), json!(2)), "{done}");
         // It left no rows and released its lease: the resend meets the fence.
@@ -262,11 +262,7 @@ fn a_resent_cycle_changes_nothing() {
 #[test]
 fn claims_lease_idle_partitions_and_the_close_is_fenced() {
     paused::run(async {
-        let b = PausedNode::start().await;
-        let c = client();
-        let base = b.base();
-        let id = register(&c, &base, "q", "h", false).await.1["query_id"].as_str().unwrap().to_string();
-        configure(&c, &base, "src", json!({})).await;
+        let (_node, c, base, id) = with_query(json!({})).await;
         let (pid, lease, msgs) = popped(&c, &base, "a", 1).await;
         let mut open = full_cycle(&id, &pid, &lease, &msgs[0], 1);
         open["push_items"] = json!([]);
@@ -315,11 +311,7 @@ fn claims_lease_idle_partitions_and_the_close_is_fenced() {
 #[test]
 fn limits_and_bad_input_are_refused_with_a_4xx_naming_them() {
     paused::run(async {
-        let b = PausedNode::start().await;
-        let c = client();
-        let base = b.base();
-        let id = register(&c, &base, "q", "h", false).await.1["query_id"].as_str().unwrap().to_string();
-        configure(&c, &base, "src", json!({})).await;
+        let (_node, c, base, id) = with_query(json!({})).await;
         let (pid, lease, msgs) = popped(&c, &base, "a", 1).await;
         let with = |ops: Value, pushes: Value| {
             json!({

@@ -9,7 +9,11 @@
 //! buckets that have refilled are forgotten first.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock: the wall clock's pace in a node, virtual on a paused test
+// runtime.
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 use regina_types::limits::RATE_LIMIT_CALLERS_MAX;

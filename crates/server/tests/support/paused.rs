@@ -34,8 +34,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use regina_node::clock::TokioClock;
-use regina_server::config::Config;
 use regina_node::{NodeOptions, Replica};
+use regina_server::config::Config;
 use regina_server::DoorOptions;
 use regina_storage::Wal;
 use tokio::sync::oneshot;
