@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use support::paused::{self, PausedNode};
 use support::client;
+use support::paused::{self, PausedNode};
 use tokens::{token, SECRET};
 
 async fn get(
