@@ -38,6 +38,17 @@ async fn post_raw(c: &reqwest::Client, url: &str, body: impl Into<Vec<u8>>) -> (
     send_raw(c, reqwest::Method::POST, url, Some(body.into())).await
 }
 
+/// Pushes `item` half a second from now, from a task of its own; answers
+/// when the push was answered.
+fn push_after(c: &reqwest::Client, base: &str, item: Value) -> tokio::task::JoinHandle<Instant> {
+    let (c, base) = (c.clone(), base.to_string());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        support::push(&c, &base, vec![item]).await;
+        Instant::now()
+    })
+}
+
 /// An ack answered `success: false` with an error naming `needle`.
 fn assert_refused(a: &Value, needle: &str) {
     assert_eq!(a["success"], json!(false), "{a}");
@@ -396,20 +407,8 @@ fn long_polls_wait_and_wake() {
         assert!(took < Duration::from_secs(5), "held far past its timeout: {took:?}");
 
         // A push from elsewhere wakes a parked poll promptly.
-        let pusher = {
-            let c = c.clone();
-            let base = base.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                support::push(
-                    &c,
-                    &base,
-                    vec![json!({ "queue": Q, "partition": "P", "transactionId": "wake", "payload": "up" })],
-                )
-                .await;
-                Instant::now()
-            })
-        };
+        let pusher =
+            push_after(&c, &base, json!({ "queue": Q, "partition": "P", "transactionId": "wake", "payload": "up" }));
         let t = Instant::now();
         let v = support::pop(&c, &base, &format!("/api/v1/pop/queue/{Q}?wait=true&timeout=5000")).await;
         let answered = Instant::now();
@@ -428,19 +427,8 @@ fn long_polls_wait_and_wake() {
         assert!(took >= Duration::from_millis(400), "answered before the push: {took:?}");
 
         // The same on the named-partition route.
-        let pusher = {
-            let c = c.clone();
-            let base = base.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                support::push(
-                    &c,
-                    &base,
-                    vec![json!({ "queue": Q, "partition": "P", "transactionId": "wake2", "payload": 2 })],
-                )
-                .await;
-            })
-        };
+        let pusher =
+            push_after(&c, &base, json!({ "queue": Q, "partition": "P", "transactionId": "wake2", "payload": 2 }));
         let t = Instant::now();
         // The first message is leased by the pop above; use a group so the
         // queue-mode lease does not matter here.
