@@ -115,7 +115,8 @@ async fn a_full_disk_refuses_growing_writes_keeps_reads_and_resumes_when_space_i
     let ws = Workspace::new();
     let mount = ws.data_dir();
     let _tmpfs = Tmpfs::mount(&mount, TMPFS_MIB);
-    let mut b = Broker::start(&ws);
+    // The default watermarks, whatever the test support sets.
+    let mut b = Broker::start_with(&ws, &[("REGINA_DISK_HIGH_PCT", "85"), ("REGINA_DISK_LOW_PCT", "80")]);
     let c = reqwest::Client::new();
     for i in 0..10 {
         let (status, r) = push(&c, &b, &format!("before-{i}")).await;

@@ -42,7 +42,7 @@ impl Env {
 
     /// A node in this process; run the test with `paused::run`.
     pub async fn paused() -> Env {
-        Env::paused_with(NodeOptions::default()).await
+        Env::paused_with(crate::support::paused::test_options()).await
     }
 
     /// [`Env::paused`] with node options (the clock is always virtual).
