@@ -77,6 +77,8 @@ done
 status=0
 for suite in "${suites[@]}"; do
   echo "queen-suite: running $suite against $QUEEN_TEST_URL"
-  (cd "$crate" && CARGO_TARGET_DIR="$work/target" cargo test --locked --test "$suite" -- --exact "${skip_args[@]}") || status=1
+  # No debug info and no incremental cache: each suite is a test binary of
+  # its own, and with them the suites would weigh gigabytes.
+  (cd "$crate" && CARGO_TARGET_DIR="$work/target" CARGO_PROFILE_DEV_DEBUG=0 CARGO_INCREMENTAL=0 cargo test --locked --test "$suite" -- --exact "${skip_args[@]}") || status=1
 done
 exit $status
