@@ -77,6 +77,11 @@ impl LogStore {
         self.shared.wal.poisoned()
     }
 
+    /// Why the shared WAL's appends wait for space, if they do.
+    pub fn waiting_for_space(&self) -> Option<String> {
+        self.shared.wal.waiting_for_space()
+    }
+
     fn this(&self) -> &Group {
         self.shared.group(self.group)
     }

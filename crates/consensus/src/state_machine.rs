@@ -5,10 +5,14 @@
 //! Raft log already holds every payload, and replay rewrites bodies at the
 //! same positions. They are fsynced before a snapshot, because the snapshot
 //! lets the log behind it be purged.
+//!
+//! A body write that finds no space does not fail its entry: the body store
+//! keeps it in memory and a task here retries it until space is back (see
+//! `regina_storage::bodies`); a snapshot waits for it.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -41,6 +45,8 @@ pub struct SharedState {
     /// Where body segments of a snapshot being received are staged, one
     /// directory per snapshot id.
     incoming: PathBuf,
+    /// A task is retrying bodies that found no space.
+    retrying_bodies: AtomicBool,
 }
 
 impl SharedState {
@@ -96,6 +102,7 @@ impl StateMachineStore {
             snapshots,
             snapshot_seq: AtomicU64::new(0),
             incoming,
+            retrying_bodies: AtomicBool::new(false),
         };
         Ok(StateMachineStore { shared: Arc::new(shared) })
     }
@@ -123,8 +130,42 @@ impl StateMachineStore {
             self.shared.bodies.write_at(w.pos, &w.bytes).map_err(|e| StorageIOError::apply(log_id, &e))?;
         }
         drop(m);
+        if !applied.writes.is_empty() {
+            retry_bodies_later(&self.shared);
+        }
         Ok(applied.outcome)
     }
+}
+
+/// Starts a task that writes the bodies kept for lack of space, once space
+/// is back, unless one runs already or none is kept.
+fn retry_bodies_later(shared: &Arc<SharedState>) {
+    if shared.bodies.unwritten().is_none() || shared.retrying_bodies.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let mut pause = regina_storage::space::SPACE_RETRY_FIRST_MS;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            pause = (pause * 2).min(regina_storage::space::SPACE_RETRY_MAX_MS);
+            let bodies = Arc::clone(&shared);
+            match tokio::task::spawn_blocking(move || bodies.bodies.retry_unwritten()).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(_)) => continue,
+                // Kept in memory and served from there; the next snapshot
+                // reports the error and stops the group (the log still holds
+                // every body, so a restart writes them again).
+                Ok(Err(e)) => tracing::error!(error = %e, "a message body kept for lack of space cannot be written"),
+                Err(e) => tracing::error!(error = %e, "the body retry task failed"),
+            }
+            shared.retrying_bodies.store(false, Ordering::Release);
+            // A body kept since the last try would otherwise find no retrier.
+            if shared.bodies.unwritten().is_none() || shared.retrying_bodies.swap(true, Ordering::AcqRel) {
+                return;
+            }
+        }
+    });
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
@@ -133,32 +174,51 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // the memory it takes), on a blocking thread so the async workers
         // keep serving; applying waits for the encode, reads do not.
         let shared = self.shared.clone();
-        let built = tokio::task::spawn_blocking(move || {
-            let (data, meta) = {
-                let m = shared.machine.read();
-                let seq = shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
-                let idx = m.last_applied.map_or(0, |l| l.index);
-                let meta = SnapshotMeta {
-                    last_log_id: m.last_applied,
-                    last_membership: m.membership.clone(),
-                    snapshot_id: format!("{idx:020}-{seq:010}"),
-                };
-                (m.state.encode(), meta)
+        let encoded = tokio::task::spawn_blocking(move || {
+            let m = shared.machine.read();
+            let seq = shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
+            let idx = m.last_applied.map_or(0, |l| l.index);
+            let meta = SnapshotMeta {
+                last_log_id: m.last_applied,
+                last_membership: m.membership.clone(),
+                snapshot_id: format!("{idx:020}-{seq:010}"),
             };
-            // Every body of the encoded state was written before its entry's
-            // lock was released; make them durable before the snapshot
-            // exists, since the log that could rewrite them is purged behind it.
-            shared.bodies.sync_all().map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-            let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
-            shared
-                .snapshots
-                .save(&meta.snapshot_id, &head, &data)
-                .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-            Ok::<_, StorageError>((data, meta))
+            (Arc::new(m.state.encode()), meta)
         });
         let (data, meta) =
-            built.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))??;
+            encoded.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
+        // A snapshot that finds no space waits for it: openraft builds it
+        // apart from applying, and giving up would stop the group.
+        let mut pause = regina_storage::space::SPACE_RETRY_FIRST_MS;
+        loop {
+            let (shared, bytes, head) = (self.shared.clone(), data.clone(), meta.clone());
+            let saved = tokio::task::spawn_blocking(move || shared.save_snapshot(&head, &bytes))
+                .await
+                .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
+            match saved {
+                Ok(()) => break,
+                Err(e) if regina_storage::is_out_of_space(&e) => {
+                    tracing::warn!(error = %e, "no space to save a snapshot; retrying until space is back");
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                    pause = (pause * 2).min(regina_storage::space::SPACE_RETRY_MAX_MS);
+                }
+                Err(e) => return Err(StorageIOError::write_snapshot(Some(meta.signature()), &e).into()),
+            }
+        }
+        let data = Arc::try_unwrap(data).unwrap_or_else(|shared| shared.as_ref().clone());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+    }
+}
+
+impl SharedState {
+    /// Makes every body the encoded state points at durable (they were
+    /// written, or kept for lack of space, before their entry's lock was
+    /// released; the log that could rewrite them is purged behind the
+    /// snapshot), then saves the snapshot.
+    fn save_snapshot(&self, meta: &SnapshotMeta<NodeId, openraft::BasicNode>, data: &[u8]) -> std::io::Result<()> {
+        self.bodies.sync_all()?;
+        let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
+        self.snapshots.save(&meta.snapshot_id, &head, data)
     }
 }
 

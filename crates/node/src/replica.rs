@@ -239,6 +239,17 @@ impl Replica {
         self.log.poisoned()
     }
 
+    /// Why a write found no space on the disk and waits to be tried again,
+    /// if one does (the WAL's writer, or message bodies kept in memory).
+    /// Writes that grow storage are refused meanwhile.
+    pub fn storage_short(&self) -> Option<String> {
+        if let Some(reason) = self.log.waiting_for_space() {
+            return Some(reason);
+        }
+        let (count, reason) = self.shared.bodies.unwritten()?;
+        Some(format!("{count} message bodies wait for space: {reason}"))
+    }
+
     /// The log store of this group (a handle on the node's shared WAL).
     pub fn log(&self) -> &LogStore {
         &self.log
@@ -300,12 +311,19 @@ impl Replica {
     /// A command proposed while handling a request acts for the request's
     /// tenant.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
-        if command.grows_storage() && self.disk.is_full() {
-            let d = self.disk.state();
-            return Err(ProposeError::StorageFull(format!(
-                "{:.1}% of the data directory's filesystem is in use (writes resume under {}%)",
-                d.used_pct, d.low_pct
-            )));
+        if command.grows_storage() {
+            if self.disk.is_full() {
+                let d = self.disk.state();
+                return Err(ProposeError::StorageFull(format!(
+                    "{:.1}% of the data directory's filesystem is in use (writes resume under {}%)",
+                    d.used_pct, d.low_pct
+                )));
+            }
+            if let Some(reason) = self.storage_short() {
+                return Err(ProposeError::StorageFull(format!(
+                    "the disk is full ({reason}); writes resume once space is back"
+                )));
+            }
         }
         let command = match crate::tenant::current() {
             Some(tenant) => Command::ForTenant { tenant, command: Box::new(command) },

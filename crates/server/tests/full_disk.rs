@@ -170,3 +170,81 @@ async fn a_full_disk_refuses_growing_writes_keeps_reads_and_resumes_when_space_i
     assert_eq!(txns, want);
     b.kill();
 }
+
+/// Writes one file until the filesystem of `dir` has no byte left.
+fn fill_up(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let filler = dir.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![0x5a_u8; 1 << 16];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+            Err(e) => panic!("filling the tmpfs: {e}"),
+        }
+    }
+    filler
+}
+
+async fn push_payload(c: &reqwest::Client, b: &Broker, txn: &str, payload: &Value) -> (u16, Value) {
+    let item = json!({ "queue": "full", "partition": "p", "transactionId": txn, "payload": payload });
+    let r = c.post(b.url("/api/v1/push")).json(&json!({ "items": [item] })).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// With the watermark off, a disk that fills up under the node: the push
+/// whose body finds no space is answered (its entry is in the log) and
+/// readable, later growing writes get 507, `/health` says why, and once
+/// space is back the body is written and writes resume, with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_write_without_space_keeps_the_answered_push_and_resumes_when_space_is_back() {
+    let ws = Workspace::new();
+    let mount = ws.data_dir();
+    let _tmpfs = Tmpfs::mount(&mount, 256);
+    let mut b = Broker::start_with(&ws, &[("REGINA_DISK_HIGH_PCT", "100"), ("REGINA_DISK_LOW_PCT", "99")]);
+    let c = reqwest::Client::new();
+    for i in 0..5 {
+        let (status, r) = push(&c, &b, &format!("before-{i}")).await;
+        assert_eq!(status, 201, "{r}");
+    }
+    let filler = fill_up(&mount);
+    // Its entry fits the WAL's preallocated segment; its body does not fit
+    // the disk.
+    let big = json!({ "blob": "b".repeat(256 << 10) });
+    let (status, r) = push_payload(&c, &b, "no-space", &big).await;
+    assert_eq!(status, 201, "the push whose body found no space is still answered from the log: {r}");
+    let h = wait_full(&c, &b, true).await;
+    assert_eq!(h["status"], json!("storage_full"), "{h}");
+    assert!(h["storageShort"].as_str().is_some_and(|s| s.contains("bodies")), "{h}");
+    let (status, r) = push(&c, &b, "refused").await;
+    assert_eq!(status, 507, "a push while a body waits for space: {r}");
+    assert_eq!(r["code"], json!("storage_full"), "{r}");
+
+    let msgs = pop_all(&c, &b).await;
+    let txns: Vec<&str> = msgs.iter().map(|m| m["transactionId"].as_str().unwrap()).collect();
+    assert_eq!(txns.len(), 6, "every answered push is readable on the full disk: {txns:?}");
+    let kept = msgs.iter().find(|m| m["transactionId"] == json!("no-space")).expect("the kept body's message");
+    assert_eq!(kept["data"], big, "the body kept in memory reads back whole");
+
+    std::fs::remove_file(&filler).unwrap();
+    wait_full(&c, &b, false).await;
+    let (status, r) = push(&c, &b, "after").await;
+    assert_eq!(status, 201, "writes resume once space is back, without a restart: {r}");
+
+    b.terminate(Duration::from_secs(10)).expect("a clean stop");
+    b.restart();
+    let url = b.url("/api/v1/pop/queue/full?wait=false&batch=100&consumerGroup=audit&subscriptionMode=all");
+    let v: Value = c.get(url).send().await.unwrap().json().await.unwrap();
+    let msgs = v["messages"].as_array().unwrap();
+    let mut txns: Vec<String> = msgs.iter().map(|m| m["transactionId"].as_str().unwrap().to_string()).collect();
+    txns.sort();
+    let mut want: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
+    want.extend(["after".to_string(), "no-space".to_string()]);
+    want.sort();
+    assert_eq!(txns, want, "nothing answered was lost, and the refused push never got in");
+    let kept = msgs.iter().find(|m| m["transactionId"] == json!("no-space")).unwrap();
+    assert_eq!(kept["data"], big, "the body written once space came back survives a restart");
+    b.kill();
+}

@@ -10,6 +10,13 @@
 //! replaying it after a crash rewrites any body that did not reach the disk.
 //! [`BodyStore::sync_all`] makes them durable before a snapshot lets the log
 //! be released.
+//!
+//! A write refused for lack of space is not an error of the entry that
+//! carried it: the body is kept in memory (reads are served from there),
+//! [`BodyStore::retry_unwritten`] writes it once space is back, and
+//! `sync_all` fails (for lack of space) until it has. Only entries in flight
+//! can be caught so: the node refuses new writes that grow storage while
+//! [`BodyStore::unwritten`] says any body waits.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -21,6 +28,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::io_context;
+use crate::space::is_out_of_space;
 
 /// Open handles kept for reads and writes. Beyond this the least recently
 /// used clean handle is closed; handles with unsynced writes stay open until
@@ -49,6 +57,14 @@ pub struct BodyStore {
     dir: PathBuf,
     segment_bytes: u64,
     handles: Mutex<Handles>,
+    /// Bodies whose write found no space, by position, with why.
+    unwritten: Mutex<Unwritten>,
+}
+
+#[derive(Default)]
+struct Unwritten {
+    bodies: std::collections::BTreeMap<u64, Vec<u8>>,
+    reason: String,
 }
 
 #[derive(Default)]
@@ -72,15 +88,30 @@ impl BodyStore {
         }
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
-        Ok(BodyStore { dir, segment_bytes, handles: Mutex::new(Handles::default()) })
+        Ok(BodyStore { dir, segment_bytes, handles: Mutex::new(Handles::default()), unwritten: Mutex::default() })
     }
 
     pub fn segment_bytes(&self) -> u64 {
         self.segment_bytes
     }
 
-    /// Writes a body at `pos`. No fsync; see the module docs.
+    /// Writes a body at `pos`. No fsync; see the module docs. A write that
+    /// finds no space is kept for [`BodyStore::retry_unwritten`] and
+    /// counts as done.
     pub fn write_at(&self, pos: u64, body: &[u8]) -> io::Result<()> {
+        match self.write_now(pos, body) {
+            Err(e) if is_out_of_space(&e) => {
+                tracing::warn!(error = %e, "no space for a message body; it is kept in memory until space is back");
+                let mut unwritten = self.unwritten.lock();
+                unwritten.reason = e.to_string();
+                unwritten.bodies.insert(pos, body.to_vec());
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    fn write_now(&self, pos: u64, body: &[u8]) -> io::Result<()> {
         let (segment, offset) = self.locate(pos, body.len() as u64)?;
         let file = self.handle(segment, true)?;
         file.write_all_at(body, offset).map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
@@ -88,8 +119,37 @@ impl BodyStore {
         Ok(())
     }
 
+    /// Why bodies wait in memory for space, if any do: `(count, reason)`.
+    pub fn unwritten(&self) -> Option<(usize, String)> {
+        let unwritten = self.unwritten.lock();
+        (!unwritten.bodies.is_empty()).then(|| (unwritten.bodies.len(), unwritten.reason.clone()))
+    }
+
+    /// Writes the bodies that waited for space, in order, stopping at the
+    /// first that still finds none. Returns how many still wait.
+    pub fn retry_unwritten(&self) -> io::Result<usize> {
+        let mut unwritten = self.unwritten.lock();
+        while let Some((&pos, body)) = unwritten.bodies.first_key_value() {
+            match self.write_now(pos, body) {
+                Ok(()) => {
+                    unwritten.bodies.remove(&pos);
+                }
+                Err(e) if is_out_of_space(&e) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if unwritten.bodies.is_empty() && !unwritten.reason.is_empty() {
+            unwritten.reason.clear();
+            tracing::info!("space is back; every message body kept in memory is written");
+        }
+        Ok(unwritten.bodies.len())
+    }
+
     /// Reads the `len` bytes of the body at `pos`.
     pub fn read(&self, pos: u64, len: u64) -> io::Result<Vec<u8>> {
+        if let Some(body) = self.unwritten.lock().bodies.get(&pos).filter(|b| b.len() as u64 == len) {
+            return Ok(body.clone());
+        }
         let (segment, offset) = self.locate(pos, len)?;
         let file = self.handle(segment, false)?;
         let mut body = vec![0u8; len as usize];
@@ -98,8 +158,16 @@ impl BodyStore {
         Ok(body)
     }
 
-    /// Makes every body written since the last call durable.
+    /// Makes every body written since the last call durable. Fails for
+    /// lack of space while a body waits for it.
     pub fn sync_all(&self) -> io::Result<()> {
+        let waiting = self.retry_unwritten()?;
+        if waiting > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!("{waiting} message bodies wait for space to be written"),
+            ));
+        }
         let (dirty, dir_dirty) = {
             let mut handles = self.handles.lock();
             if let Some(reason) = &handles.sync_failure {
@@ -126,6 +194,7 @@ impl BodyStore {
     /// rewrites the tail instead of trusting unsynced bytes.
     pub fn truncate_from(&self, pos: u64) -> io::Result<()> {
         let (keep, cut) = (pos / self.segment_bytes, pos % self.segment_bytes);
+        self.unwritten.lock().bodies.retain(|&at, _| at < pos);
         let mut handles = self.handles.lock();
         for segment in self.list()? {
             if segment > keep {
@@ -195,6 +264,8 @@ impl BodyStore {
     /// copied), then removes `staged`. The caller then cuts the store at
     /// the installed state's first free position.
     pub fn adopt(&self, staged: &Path) -> io::Result<()> {
+        // The staged segments replace every body, those kept in memory too.
+        *self.unwritten.lock() = Unwritten::default();
         let mut handles = self.handles.lock();
         for segment in self.list()? {
             handles.forget(segment);

@@ -73,12 +73,17 @@ pub struct FaultyIo {
     writes: AtomicU64,
     failing_syncs: FailWindow,
     failing_writes: FailWindow,
+    /// Writes and syncs that fail for lack of space (ENOSPC), by number.
+    full_writes: FailWindow,
+    full_syncs: FailWindow,
 }
 
 /// The text of an injected sync failure, so tests can look for it.
 pub const INJECTED_SYNC_ERROR: &str = "injected fdatasync failure";
 /// The text of an injected write failure, so tests can look for it.
 pub const INJECTED_WRITE_ERROR: &str = "injected pwrite failure";
+/// The text of an injected lack of space.
+pub const INJECTED_NO_SPACE: &str = "injected ENOSPC: no space left on device";
 
 impl Default for FaultyIo {
     fn default() -> Self {
@@ -95,6 +100,8 @@ impl FaultyIo {
             writes: AtomicU64::new(0),
             failing_syncs: FailWindow::never(),
             failing_writes: FailWindow::never(),
+            full_writes: FailWindow::never(),
+            full_syncs: FailWindow::never(),
         }
     }
 
@@ -120,10 +127,24 @@ impl FaultyIo {
         self.failing_writes.set(next, next + 1);
     }
 
+    /// From now on, every write fails as on a full disk (ENOSPC) until
+    /// [`FaultyIo::heal`].
+    pub fn fill_disk_for_writes(&self) {
+        self.full_writes.set(self.writes.load(Ordering::SeqCst), u64::MAX);
+    }
+
+    /// From now on, every sync fails as on a full disk (ENOSPC) until
+    /// [`FaultyIo::heal`].
+    pub fn fill_disk_for_syncs(&self) {
+        self.full_syncs.set(self.syncs.load(Ordering::SeqCst), u64::MAX);
+    }
+
     /// Stops injecting failures.
     pub fn heal(&self) {
         self.failing_syncs.set(u64::MAX, u64::MAX);
         self.failing_writes.set(u64::MAX, u64::MAX);
+        self.full_writes.set(u64::MAX, u64::MAX);
+        self.full_syncs.set(u64::MAX, u64::MAX);
     }
 
     /// How many syncs have been attempted (failed ones included).
@@ -143,6 +164,9 @@ impl Io for FaultyIo {
         if self.failing_writes.hits(call) {
             return Err(io::Error::other(INJECTED_WRITE_ERROR));
         }
+        if self.full_writes.hits(call) {
+            return Err(io::Error::new(io::ErrorKind::StorageFull, INJECTED_NO_SPACE));
+        }
         self.inner.write_at(file, buf, pos)
     }
 
@@ -150,6 +174,9 @@ impl Io for FaultyIo {
         let call = self.syncs.fetch_add(1, Ordering::SeqCst);
         if self.failing_syncs.hits(call) {
             return Err(io::Error::other(INJECTED_SYNC_ERROR));
+        }
+        if self.full_syncs.hits(call) {
+            return Err(io::Error::new(io::ErrorKind::StorageFull, INJECTED_NO_SPACE));
         }
         self.inner.sync_data(file)
     }

@@ -6,24 +6,29 @@
 //!   preallocated, zeroed segment files (`{seq:020}.wal`). Each record is
 //!   framed as `[u32 len][u32 crc32c][payload]`, the checksum covering the
 //!   length too. Recovery returns every record in order, cuts a torn tail,
-//!   and refuses to start over real corruption. A failed write or fsync
-//!   poisons the log for good.
+//!   and refuses to start over real corruption. A write or fsync refused
+//!   for lack of space is retried until space is back; any other failed
+//!   write or fsync poisons the log for good.
 //! * [`bodies`]: message bodies in `{segment:020}.body` files, addressed by
 //!   a global byte position chosen by the caller. Written without fsync,
 //!   because replaying the log rewrites them.
 //! * [`snapshot`]: atomically replaced, checksummed snapshot files.
 //! * [`io`]: the seam through which the log writes and fsyncs, so tests can
 //!   inject failures ([`FaultyIo`]).
+//! * [`space`]: retrying writes refused for lack of space until space is
+//!   back ([`SpaceWait`]), instead of failing for good.
 //! * [`error`]: [`WalError`], the log's error type.
 
 pub mod bodies;
 pub mod error;
 pub mod io;
 pub mod snapshot;
+pub mod space;
 pub mod wal;
 
 pub use bodies::{place, BodyStore};
 pub use error::WalError;
 pub use io::{FaultyIo, Io, RealIo};
 pub use snapshot::SnapshotStore;
+pub use space::{is_out_of_space, SpaceWait};
 pub use wal::{AppendDone, RecordPos, Wal, WalOptions};

@@ -49,7 +49,11 @@ impl SnapshotStore {
         let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
         let path = self.dir.join(&name);
         let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
-        write_file(&temp, &encode(meta, data)?).map_err(|e| io_context(ctx("writing", &temp), e))?;
+        if let Err(e) = write_file(&temp, &encode(meta, data)?) {
+            // A partial file would only hold the space a retry needs.
+            let _ = fs::remove_file(&temp);
+            return Err(io_context(ctx("writing", &temp), e));
+        }
         fs::rename(&temp, &path).map_err(|e| io_context(ctx("renaming", &temp), e))?;
         self.sync_dir()?;
         for old in self.names_with(SNAP_SUFFIX)? {

@@ -26,6 +26,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::WalError;
 use crate::io::Io;
+use crate::space::SpaceWait;
 pub use frame::HEADER_LEN;
 pub use recovery::{scan_segment, Damage, SegmentScan};
 
@@ -113,6 +114,8 @@ struct Shared {
     wake: Condvar,
     /// Set once, by the first failed write or fsync; never cleared.
     poison: OnceLock<String>,
+    /// The writer and preparer waiting for space (never poisoning for it).
+    space: Arc<SpaceWait>,
     bytes_written: AtomicU64,
     /// Appends queued whose completion has not returned yet.
     unfinished: Arc<AtomicU64>,
@@ -239,6 +242,12 @@ impl Wal {
         self.shared.poison.get().cloned()
     }
 
+    /// Why appends are held up, if the writer is waiting for space to write
+    /// or prepare a segment. They complete once space is back.
+    pub fn waiting_for_space(&self) -> Option<String> {
+        self.shared.space.waiting()
+    }
+
     /// Framed bytes made durable since open.
     pub fn bytes_written(&self) -> u64 {
         self.shared.bytes_written.load(Ordering::Relaxed)
@@ -259,6 +268,8 @@ impl Drop for Wal {
     /// threads.
     fn drop(&mut self) {
         self.shared.queue.lock().shutdown = true;
+        // A writer waiting for space gives up: nothing it holds was answered.
+        self.shared.space.close();
         self.shared.wake.notify_all();
         if let Some(writer) = self.writer.take() {
             if writer.join().is_err() {

@@ -1,4 +1,5 @@
-//! A failed write or fsync poisons the log for good.
+//! A failed write or fsync poisons the log for good; one refused for lack
+//! of space is retried until space is back, and poisons nothing.
 
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
@@ -100,4 +101,51 @@ fn appends_queued_behind_a_failed_batch_are_poisoned_too() {
         assert!(poisoned_reason(result).contains(INJECTED_SYNC_ERROR));
     }
     assert_eq!(io.syncs(), 1, "a poisoned log must not retry");
+}
+
+/// Appends on another thread while writes (or syncs) fail for lack of
+/// space: the append waits, the log says why, nothing is poisoned, and once
+/// space is back the append completes and survives a reopen.
+fn a_full_disk_holds_appends_until_space_is_back(fill: impl Fn(&FaultyIo)) {
+    let dir = fast_tempdir();
+    let io = Arc::new(FaultyIo::new());
+    let (wal, _) = Wal::open(dir.path(), options(SEGMENT), io.clone()).expect("open");
+    let good = records(1, 3);
+    wal.append_sync(good.clone()).expect("healthy append");
+
+    fill(&io);
+    let wal = Arc::new(wal);
+    let waiting = records(2, 2);
+    let (tx, rx) = mpsc::channel();
+    let (w, batch) = (wal.clone(), waiting.clone());
+    thread::spawn(move || tx.send(w.append_sync(batch)).unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while wal.waiting_for_space().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the writer never said it waits for space");
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(wal.waiting_for_space().unwrap().contains("no space"), "{:?}", wal.waiting_for_space());
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "an append completed with no space to write it");
+    assert_eq!(wal.poisoned(), None, "a lack of space poisons nothing");
+
+    io.heal();
+    rx.recv_timeout(Duration::from_secs(10)).expect("the append completes once space is back").expect("durable");
+    assert_eq!(wal.waiting_for_space(), None);
+    wal.append_sync(records(3, 1)).expect("appends go on");
+    drop(rx);
+    let wal = Arc::try_unwrap(wal).ok().expect("the appending thread is done");
+    drop(wal);
+    let (_wal, recovered) = open(dir.path(), options(SEGMENT));
+    let want: Vec<Vec<u8>> = good.into_iter().chain(waiting).chain(records(3, 1)).collect();
+    assert_eq!(payloads(&recovered), want);
+}
+
+#[test]
+fn a_write_without_space_waits_and_then_completes() {
+    a_full_disk_holds_appends_until_space_is_back(FaultyIo::fill_disk_for_writes);
+}
+
+#[test]
+fn an_fsync_without_space_waits_and_then_completes() {
+    a_full_disk_holds_appends_until_space_is_back(FaultyIo::fill_disk_for_syncs);
 }

@@ -45,6 +45,7 @@ impl Wal {
             queue: Mutex::new(Queue { pending: VecDeque::new(), shutdown: false }),
             wake: Condvar::new(),
             poison: OnceLock::new(),
+            space: Arc::default(),
             bytes_written: AtomicU64::new(0),
             unfinished: Arc::default(),
             current_segment: AtomicU64::new(layout.active.seq),
@@ -69,6 +70,7 @@ impl Wal {
             next_seq,
             segment_bytes: shared.options.segment_bytes,
             stop: Arc::clone(&preparer_stop),
+            space: Arc::clone(&shared.space),
             out: tx,
         };
         let writer = Writer { shared: Arc::clone(&shared), active, prepared: rx };

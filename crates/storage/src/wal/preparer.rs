@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::segment;
 use super::writer::Spare;
+use crate::space::SpaceWait;
 
 pub struct Preparer {
     pub dir: PathBuf,
@@ -24,6 +25,8 @@ pub struct Preparer {
     pub segment_bytes: u64,
     /// Raised at shutdown so a half-written spare is abandoned promptly.
     pub stop: Arc<AtomicBool>,
+    /// Shared with the writer: a segment that finds no space is retried.
+    pub space: Arc<SpaceWait>,
     pub out: SyncSender<Result<Spare, String>>,
 }
 
@@ -36,7 +39,8 @@ impl Preparer {
         }
         loop {
             let seq = self.next_seq;
-            match segment::create(&self.dir, seq, self.segment_bytes, &self.stop) {
+            let what = || format!("preparing wal segment {}", segment::file_name(seq));
+            match self.space.retry(what, || segment::create(&self.dir, seq, self.segment_bytes, &self.stop)) {
                 Ok(Some(file)) => {
                     let spare = Spare { seq, file, len: self.segment_bytes };
                     // Blocks until the writer needs it; fails once the

@@ -105,12 +105,17 @@ pub fn create(dir: &Path, seq: u64, len: u64, stop: &AtomicBool) -> io::Result<O
     }
     let temp_path = dir.join(format!("{seq:020}{TEMP_SUFFIX}"));
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&temp_path)?;
-    if !write_zeros(&file, 0, len, stop)? {
+    let zeroed = match write_zeros(&file, 0, len, stop) {
+        Ok(true) => file.sync_all().map(|()| true),
+        other => other,
+    };
+    if !matches!(zeroed, Ok(true)) {
+        // Stopped, or failed (on a full disk, say): a half-zeroed file
+        // would only hold the space a retry needs.
         drop(file);
-        fs::remove_file(&temp_path)?;
-        return Ok(None);
+        let removed = fs::remove_file(&temp_path);
+        return zeroed.and_then(|_| removed.map(|()| None));
     }
-    file.sync_all()?;
     fs::rename(&temp_path, &final_path)?;
     sync_dir(dir)?;
     Ok(Some(file))

@@ -4,9 +4,11 @@
 //! adds whatever else is pending up to a byte cap, frames the whole batch
 //! into one buffer per segment, writes it and covers it with one fsync per
 //! touched segment. Only after the fsync does it report positions, in
-//! submission order. Any write or fsync failure poisons the log: after a
-//! failed fsync the kernel may have dropped the dirty pages, so a retry that
-//! "succeeds" would be a lie.
+//! submission order. A write or fsync refused for lack of space is retried,
+//! the whole buffer rewritten before the fsync is asked again (see
+//! [`crate::space`]). Any other write or fsync failure poisons the log:
+//! after a failed fsync the kernel may have dropped the dirty pages, so a
+//! retry that "succeeds" would be a lie.
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use super::frame::{encode_into, framed_len};
 use super::{segment, RecordPos, Request, Shared};
 use crate::error::WalError;
+use crate::space::SpaceWait;
 
 /// A segment the writer can move into: zeroed from `len` down to 0.
 #[derive(Debug)]
@@ -118,12 +121,22 @@ impl Writer {
             return Ok(());
         }
         let name = segment::file_name(self.active.seq);
-        let io = &self.shared.io;
-        io.write_at(&self.active.file, buf, at)
-            .map_err(|e| format!("writing {} bytes at offset {at} of wal segment {name} failed: {e}", buf.len()))?;
-        if self.shared.options.fsync {
-            io.sync_data(&self.active.file).map_err(|e| format!("fdatasync of wal segment {name} failed: {e}"))?;
-        }
+        let (io, fsync) = (&self.shared.io, self.shared.options.fsync);
+        let what = || format!("writing {} bytes at offset {at} of wal segment {name}", buf.len());
+        // Rewriting the buffer before every fsync retried: pages whose
+        // writeback failed for space may have been dropped clean.
+        self.shared
+            .space
+            .retry(what, || {
+                io.write_at(&self.active.file, buf, at)?;
+                if fsync {
+                    io.sync_data(&self.active.file)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| {
+                format!("writing and syncing {} bytes at offset {at} of wal segment {name} failed: {e}", buf.len())
+            })?;
         self.shared.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
         buf.clear();
         Ok(())
@@ -134,13 +147,13 @@ impl Writer {
     /// moves on to the next segment (grown too if the record is oversized).
     fn make_room(&mut self, need: u64) -> Result<(), String> {
         if self.active.offset == 0 {
-            grow(&self.active.file, self.active.seq, self.active.len, need)?;
+            grow(&self.shared.space, &self.active.file, self.active.seq, self.active.len, need)?;
             self.active.len = need;
             return Ok(());
         }
         let mut next = self.next_spare()?;
         if next.len < need {
-            grow(&next.file, next.seq, next.len, need)?;
+            grow(&self.shared.space, &next.file, next.seq, next.len, need)?;
             next.len = need;
         }
         let file = Arc::new(next.file);
@@ -160,9 +173,9 @@ impl Writer {
 
 /// Extends a zeroed segment from `len` to `need` bytes with real zeros, so
 /// an oversized record still overwrites allocated space.
-fn grow(file: &File, seq: u64, len: u64, need: u64) -> Result<(), String> {
-    segment::zero_and_sync(file, len, need)
-        .map_err(|e| format!("growing wal segment {} to {need} bytes failed: {e}", segment::file_name(seq)))
+fn grow(space: &SpaceWait, file: &File, seq: u64, len: u64, need: u64) -> Result<(), String> {
+    let what = || format!("growing wal segment {} to {need} bytes", segment::file_name(seq));
+    space.retry(what, || segment::zero_and_sync(file, len, need)).map_err(|e| format!("{} failed: {e}", what()))
 }
 
 fn fail_all(batch: Vec<Request>, reason: &str) {

@@ -1,6 +1,7 @@
 //! `GET /health`: is this node serving, and where does it stand in its Raft
 //! group (role, leader, term, commit and applied indexes, lag), and whether
-//! its storage takes writes (a failed WAL, a disk past its high watermark:
+//! its storage takes writes (a failed WAL, a disk past its high watermark or
+//! out of space:
 //! 503 with the reason). Answered by every node itself, never forwarded.
 
 use std::sync::Arc;
@@ -14,20 +15,24 @@ use regina_node::Replica;
 
 pub async fn health(State(node): State<Arc<Replica>>) -> Response {
     let poisoned = node.storage_poisoned();
+    let short = node.storage_short();
     let disk = node.disk();
+    let full = disk.full || short.is_some();
     let mut body = crate::http::raft_views::raft_view(&node).await;
-    let healthy = poisoned.is_none() && !disk.full && !body["leader"].is_null();
-    let status = match (healthy, disk.full) {
-        (true, _) => "healthy",
-        (false, true) => "storage_full",
-        (false, false) => "unhealthy",
+    let healthy = poisoned.is_none() && !full && !body["leader"].is_null();
+    let status = match (healthy, poisoned.is_some(), full) {
+        (true, _, _) => "healthy",
+        (false, true, _) => "storage_failed",
+        (false, false, true) => "storage_full",
+        (false, false, false) => "unhealthy",
     };
     let extra = json!({
         "status": status,
         "engine": "regina",
         "version": env!("CARGO_PKG_VERSION"),
         "storageError": poisoned,
-        "storageFull": disk.full,
+        "storageFull": full,
+        "storageShort": short,
         "disk": { "usedPct": disk.used_pct, "highPct": disk.high_pct, "lowPct": disk.low_pct, "full": disk.full },
     });
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
