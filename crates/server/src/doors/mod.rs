@@ -22,10 +22,10 @@ pub mod auth;
 pub mod throttle;
 pub mod tls;
 
+use crate::http::codes;
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::json;
@@ -60,8 +60,8 @@ impl Edge {
     /// A request on the client port.
     pub async fn client(self: Arc<Self>, mut req: Request) -> Response {
         if is_internal(req.uri().path()) {
-            let body = json!({ "code": "no_such_route", "error": "not found", "path": req.uri().path() });
-            return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+            let body = json!({ "code": codes::NO_SUCH_ROUTE.name, "error": "not found", "path": req.uri().path() });
+            return (codes::NO_SUCH_ROUTE.status, axum::Json(body)).into_response();
         }
         // Only a peer may say a request was forwarded or carry the token on.
         let headers = req.headers_mut();
@@ -97,8 +97,9 @@ impl Edge {
         if let Some(expected) = &self.cluster_token {
             let given = req.headers().get(CLUSTER_TOKEN_HEADER).map(|v| v.as_bytes());
             if !token_matches(expected.as_bytes(), given) {
-                let body = json!({ "code": "cluster_token_required", "error": "cluster token required" });
-                return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+                let code = codes::CLUSTER_TOKEN_REQUIRED;
+                let body = json!({ "code": code.name, "error": "cluster token required" });
+                return (code.status, axum::Json(body)).into_response();
             }
         }
         if is_internal(req.uri().path()) {
@@ -133,8 +134,8 @@ fn caller(req: &Request) -> Option<String> {
 
 fn rate_limited(wait: std::time::Duration) -> Response {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-    let body = json!({ "error": format!("rate limited: retry in {secs} s"), "code": "rate_limited" });
-    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", secs.to_string())], axum::Json(body)).into_response()
+    let body = json!({ "error": format!("rate limited: retry in {secs} s"), "code": codes::RATE_LIMITED.name });
+    (codes::RATE_LIMITED.status, [("retry-after", secs.to_string())], axum::Json(body)).into_response()
 }
 
 /// Constant-time comparison (only the length can be told apart).

@@ -39,7 +39,7 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
     let group = if let Some(rest) = path.strip_prefix("/internal/g/") {
         let (g, tail) = rest.split_once('/').unwrap_or((rest, ""));
         let Some(g) = g.parse::<u16>().ok().filter(|g| *g < groups) else {
-            return crate::http::ApiError::not_found("no_such_group", format!("no Raft group {g:?} here"))
+            return crate::http::ApiError::new(crate::http::codes::NO_SUCH_GROUP, format!("no Raft group {g:?} here"))
                 .into_response();
         };
         let pq = match req.uri().query() {
@@ -65,12 +65,7 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
                  every node must run with the same --raft-groups and --tenant-groups",
                 placed.unwrap_or("?")
             );
-            return crate::http::ApiError {
-                status: axum::http::StatusCode::CONFLICT,
-                code: "placement_differs",
-                message: why,
-            }
-            .into_response();
+            return crate::http::ApiError::new(crate::http::codes::PLACEMENT_DIFFERS, why).into_response();
         }
         group
     };

@@ -1,5 +1,6 @@
-//! Errors as stable codes, mapped to HTTP status in one place. Every error
-//! answer is JSON: `{"error": "<what was wrong>", "code": "<stable code>"}`.
+//! Errors as stable codes from the one table (`codes.rs`), which also gives
+//! their status. Every error answer is JSON: `{"error": "<what was wrong>",
+//! "code": "<stable code>"}`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -7,42 +8,47 @@ use serde_json::json;
 
 use regina_node::ProposeError;
 
+use super::codes::{self, Code};
+
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub code: &'static Code,
     pub message: String,
 }
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::BAD_REQUEST, code: "bad_request", message: message.into() }
+        ApiError::new(codes::BAD_REQUEST, message)
     }
 
     pub fn bad_body(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::BAD_REQUEST, code: "bad_body", message: message.into() }
+        ApiError::new(codes::BAD_BODY, message)
     }
 
     pub fn too_large(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "too_large", message: message.into() }
+        ApiError::new(codes::TOO_LARGE, message)
     }
 
     pub fn name_too_long(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "name_too_long", message: message.into() }
+        ApiError::new(codes::NAME_TOO_LONG, message)
     }
 
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::NOT_FOUND, code, message: message.into() }
+    pub fn new(code: &'static Code, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into() }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status
     }
 
     /// 429 `overloaded` (with `Retry-After`): refused to protect the node;
     /// nothing was done.
     pub fn overloaded(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::TOO_MANY_REQUESTS, code: "overloaded", message: message.into() }
+        ApiError::new(codes::OVERLOADED, message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, code: "internal", message: message.into() }
+        ApiError::new(codes::INTERNAL, message)
     }
 
     /// A name failed its rules: too long is 413, anything else 400.
@@ -55,30 +61,30 @@ impl ApiError {
     }
 }
 
-/// The status and code a refused proposal answers with, on every route.
-pub(crate) fn propose_refusal(e: &ProposeError) -> (StatusCode, &'static str) {
+/// The code a refused proposal answers with, on every route.
+pub(crate) fn propose_refusal(e: &ProposeError) -> &'static Code {
     match e {
-        ProposeError::NoLeader => (StatusCode::SERVICE_UNAVAILABLE, "no_leader"),
-        ProposeError::NoQuorum(_) => (StatusCode::SERVICE_UNAVAILABLE, "no_quorum"),
-        ProposeError::Storage(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_failed"),
-        ProposeError::Unknown(_) => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
-        ProposeError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "overloaded"),
-        ProposeError::StorageFull(_) => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
+        ProposeError::NoLeader => codes::NO_LEADER,
+        ProposeError::NoQuorum(_) => codes::NO_QUORUM,
+        ProposeError::Storage(_) => codes::STORAGE_FAILED,
+        ProposeError::Unknown(_) => codes::OUTCOME_UNKNOWN,
+        ProposeError::Overloaded(_) => codes::OVERLOADED,
+        ProposeError::StorageFull(_) => codes::STORAGE_FULL,
     }
 }
 
 impl From<ProposeError> for ApiError {
     fn from(e: ProposeError) -> Self {
-        let (status, code) = propose_refusal(&e);
-        ApiError { status, code, message: e.to_string() }
+        ApiError::new(propose_refusal(&e), e.to_string())
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": self.message, "code": self.code });
-        let mut resp = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.status == StatusCode::TOO_MANY_REQUESTS {
+        let body = json!({ "error": self.message, "code": self.code.name });
+        let status = self.status();
+        let mut resp = (status, axum::Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp
@@ -92,8 +98,9 @@ pub type ApiResult<T> = Result<T, ApiError>;
 /// Clients branch on `error` and `reason`; `detail` is for people.
 #[derive(Debug, Clone)]
 pub struct KvError {
+    /// The code's own status, or the refused proposal's (`unavailable`).
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: &'static Code,
     pub reason: &'static str,
     pub detail: String,
 }
@@ -101,37 +108,43 @@ pub struct KvError {
 impl KvError {
     /// 400 `kv_bad_request`.
     pub fn bad(reason: &'static str, detail: impl Into<String>) -> Self {
-        KvError { status: StatusCode::BAD_REQUEST, code: "kv_bad_request", reason, detail: detail.into() }
+        KvError::new(codes::KV_BAD_REQUEST, reason, detail)
     }
 
     /// 413 `payload_too_large`.
     pub fn too_large(reason: &'static str, detail: impl Into<String>) -> Self {
-        KvError { status: StatusCode::PAYLOAD_TOO_LARGE, code: "payload_too_large", reason, detail: detail.into() }
+        KvError::new(codes::PAYLOAD_TOO_LARGE, reason, detail)
     }
 
     /// 400 `locks_bad_request`.
     pub fn locks(reason: &'static str, detail: impl Into<String>) -> Self {
-        KvError { status: StatusCode::BAD_REQUEST, code: "locks_bad_request", reason, detail: detail.into() }
+        KvError::new(codes::LOCKS_BAD_REQUEST, reason, detail)
     }
 
-    /// 503 `<code>`: the write was not, or may not have been, applied.
-    pub fn unavailable(code: &'static str, e: ProposeError) -> Self {
-        let (status, reason) = propose_refusal(&e);
-        KvError { status, code, reason, detail: e.to_string() }
+    pub fn new(code: &'static Code, reason: &'static str, detail: impl Into<String>) -> Self {
+        KvError { status: code.status, code, reason, detail: detail.into() }
+    }
+
+    /// `<code>` (`kv_unavailable`, `locks_unavailable`): the write was not,
+    /// or may not have been, applied; the status and `reason` are the
+    /// refused proposal's.
+    pub fn unavailable(code: &'static Code, e: ProposeError) -> Self {
+        let refusal = propose_refusal(&e);
+        KvError { status: refusal.status, code, reason: refusal.name, detail: e.to_string() }
     }
 
     /// The same refusal worded as the transaction route words its errors
     /// (`{"error": prose, "code": code}`), keeping `reason`: a client shows
     /// `error` to people, so there it says what was wrong.
     pub fn in_transaction(self) -> Response {
-        let body = json!({ "error": self.detail, "code": self.code, "reason": self.reason });
+        let body = json!({ "error": self.detail, "code": self.code.name, "reason": self.reason });
         (self.status, axum::Json(body)).into_response()
     }
 }
 
 impl IntoResponse for KvError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": self.code, "reason": self.reason, "detail": self.detail });
+        let body = json!({ "error": self.code.name, "reason": self.reason, "detail": self.detail });
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE || self.status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));

@@ -121,12 +121,8 @@ pub async fn refuse_unreadable_requests(
         Some(Ok(e)) if e.is_empty() || e.eq_ignore_ascii_case("identity") => next.run(req).await,
         Some(found) => {
             let named = found.map_or_else(|_| "a value that is not text".to_string(), |e| format!("{e:?}"));
-            ApiError {
-                status: axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                code: "unsupported_encoding",
-                message: format!("Content-Encoding {named} is not accepted; send the body uncompressed"),
-            }
-            .into_response()
+            let why = format!("Content-Encoding {named} is not accepted; send the body uncompressed");
+            ApiError::new(crate::http::codes::UNSUPPORTED_ENCODING, why).into_response()
         }
     }
 }

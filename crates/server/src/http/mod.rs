@@ -16,6 +16,7 @@
 //!   ([`fuzz_targets`]).
 
 pub mod classes;
+pub mod codes;
 pub mod dispatch;
 mod error;
 pub mod forward;
@@ -31,7 +32,7 @@ pub mod tenant_header;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
@@ -152,14 +153,14 @@ fn all_routes() -> Routes {
 }
 
 async fn no_such_route(uri: Uri) -> Response {
-    let body = json!({ "code": "no_such_route", "error": "not found", "path": uri.path() });
-    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    let body = json!({ "code": codes::NO_SUCH_ROUTE.name, "error": "not found", "path": uri.path() });
+    (codes::NO_SUCH_ROUTE.status, axum::Json(body)).into_response()
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     let body = json!({
-        "code": "method_not_allowed",
+        "code": codes::METHOD_NOT_ALLOWED.name,
         "error": format!("{method} is not allowed on {}", uri.path()),
     });
-    (StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response()
+    (codes::METHOD_NOT_ALLOWED.status, axum::Json(body)).into_response()
 }

@@ -18,6 +18,7 @@ pub mod jwt;
 pub mod keys;
 pub mod settings;
 
+use crate::http::codes;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -123,9 +124,9 @@ impl IntoResponse for TenantRefusal {
             TenantRefusal::Choose => {
                 let body = json!({
                     "error": "this token may act for several tenants: name one in x-queen-tenant",
-                    "code": "bad_request",
+                    "code": codes::BAD_REQUEST.name,
                 });
-                (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+                (codes::BAD_REQUEST.status, axum::Json(body)).into_response()
             }
         }
     }
@@ -160,8 +161,8 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let code = if self.status == StatusCode::UNAUTHORIZED { "unauthorized" } else { "forbidden" };
-        let body = axum::Json(json!({ "error": self.message, "code": code }));
+        let code = if self.status == StatusCode::UNAUTHORIZED { codes::UNAUTHORIZED } else { codes::FORBIDDEN };
+        let body = axum::Json(json!({ "error": self.message, "code": code.name }));
         if self.status == StatusCode::UNAUTHORIZED {
             (self.status, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
         } else {
@@ -317,8 +318,9 @@ pub async fn authorize(req: Request, next: Next) -> Response {
         Lookup::Class(c) => c,
         Lookup::NoSuchMethod => return next.run(req).await,
         Lookup::Unclassified => {
-            let body = json!({ "error": format!("route {path} has no role class"), "code": "unclassified_route" });
-            return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response();
+            let body =
+                json!({ "error": format!("route {path} has no role class"), "code": codes::UNCLASSIFIED_ROUTE.name });
+            return (codes::UNCLASSIFIED_ROUTE.status, axum::Json(body)).into_response();
         }
     };
     match req.extensions().get::<Authn>().cloned() {

@@ -102,9 +102,10 @@ fn group_number(node: &Replica, group: &str) -> Result<u16, ApiError> {
     let count = node.all_groups().len();
     match group.parse::<u16>() {
         Ok(g) if (g as usize) < count => Ok(g),
-        _ => {
-            Err(ApiError::not_found("no_such_group", format!("no Raft group {group:?}; groups are 0 to {}", count - 1)))
-        }
+        _ => Err(ApiError::new(
+            crate::http::codes::NO_SUCH_GROUP,
+            format!("no Raft group {group:?}; groups are 0 to {}", count - 1),
+        )),
     }
 }
 
@@ -216,7 +217,7 @@ async fn answer(result: Result<(), MembershipError>, node: &Replica) -> Response
                 .into_response()
         }
         Err(MembershipError::Invalid(why)) => {
-            ApiError { status: StatusCode::CONFLICT, code: "membership_refused", message: why }.into_response()
+            ApiError::new(crate::http::codes::MEMBERSHIP_REFUSED, why).into_response()
         }
         Err(MembershipError::Unavailable(e)) => ApiError::from(e).into_response(),
     }

@@ -81,7 +81,7 @@ pub async fn seek(
     };
     let has_partitions = node.tenant_state().queue(&queue).is_some_and(|q| !q.partitions.is_empty());
     if !has_partitions {
-        return Err(ApiError::not_found("not_found", format!("queue {queue} has no partitions to seek")));
+        return Err(ApiError::new(crate::http::codes::NOT_FOUND, format!("queue {queue} has no partitions to seek")));
     }
     let n = changed(&node, Command::Seek { group: group.clone(), queue: queue.clone(), target }).await?;
     let (to_end, ts) = match target {
@@ -124,7 +124,7 @@ pub async fn set_subscription(
 }
 
 fn partition_id(s: &str) -> ApiResult<u64> {
-    s.parse().map_err(|_| ApiError::not_found("not_found", "Message not found"))
+    s.parse().map_err(|_| ApiError::new(crate::http::codes::NOT_FOUND, "Message not found"))
 }
 
 pub async fn delete_dead_letter(
@@ -137,7 +137,9 @@ pub async fn delete_dead_letter(
         Outcome::Found(true) => {
             Ok(axum::Json(json!({ "success": true, "partitionId": pid, "transactionId": txn })).into_response())
         }
-        Outcome::Found(false) => Err(ApiError::not_found("not_found", "no dead-letter row for that message")),
+        Outcome::Found(false) => {
+            Err(ApiError::new(crate::http::codes::NOT_FOUND, "no dead-letter row for that message"))
+        }
         other => Err(ApiError::internal(format!("delete answered {other:?}"))),
     }
 }
@@ -150,8 +152,8 @@ pub async fn retry_dead_letter(
     let (entry, queue) = {
         let m = node.tenant_state();
         let Some(e) = m.dead_letter(partition_id, &txn).cloned() else {
-            return Err(ApiError::not_found(
-                "not_found",
+            return Err(ApiError::new(
+                crate::http::codes::NOT_FOUND,
                 "no dead-letter row for that message; retry replays DLQ rows",
             ));
         };
@@ -179,7 +181,9 @@ pub async fn retry_dead_letter(
             "offset": r.first().map(|p| p.offset),
         }))
         .into_response()),
-        Outcome::Found(false) => Err(ApiError::not_found("not_found", "no dead-letter row for that message")),
+        Outcome::Found(false) => {
+            Err(ApiError::new(crate::http::codes::NOT_FOUND, "no dead-letter row for that message"))
+        }
         other => Err(ApiError::internal(format!("retry answered {other:?}"))),
     }
 }

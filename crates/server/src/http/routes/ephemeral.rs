@@ -48,9 +48,9 @@ impl From<EphemeralError> for Refusal {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let Refusal(e) = self;
-        let status = StatusCode::from_u16(e.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = json!({ "error": e.message, "code": e.kind.code() });
-        let mut resp = (status, axum::Json(body)).into_response();
+        let code = table_code(e.kind);
+        let body = json!({ "error": e.message, "code": code.name });
+        let mut resp = (code.status, axum::Json(body)).into_response();
         if matches!(e.kind, ErrorKind::QueueFull | ErrorKind::Unavailable) {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(EPHEMERAL_RETRY_AFTER_SECONDS));
         }
@@ -296,4 +296,30 @@ pub async fn queues(State(node): State<Arc<Replica>>) -> Answer {
 pub async fn depth(State(node): State<Arc<Replica>>, path: Result<Path<String>, PathRejection>) -> Answer {
     let queue = path_queue(path)?;
     Ok(axum::Json(node.ephemeral().depth(&queue)?).into_response())
+}
+
+/// The ephemeral store's error kinds, in the one table.
+fn table_code(kind: ErrorKind) -> &'static crate::http::codes::Code {
+    use crate::http::codes;
+    match kind {
+        ErrorKind::BadRequest => codes::EPHEMERAL_BAD_REQUEST,
+        ErrorKind::QueueNotFound => codes::EPHEMERAL_QUEUE_NOT_FOUND,
+        ErrorKind::QueueFull => codes::QUEUE_FULL,
+        ErrorKind::Unavailable => codes::EPHEMERAL_UNAVAILABLE,
+        ErrorKind::TooLarge => codes::TOO_LARGE,
+    }
+}
+
+#[cfg(test)]
+mod code_tests {
+    use super::*;
+
+    #[test]
+    fn every_error_kind_answers_as_the_store_names_it() {
+        use ErrorKind::*;
+        for kind in [BadRequest, QueueNotFound, QueueFull, Unavailable, TooLarge] {
+            let code = table_code(kind);
+            assert_eq!((code.name, code.status.as_u16()), (kind.code(), kind.status()), "{kind:?}");
+        }
+    }
 }

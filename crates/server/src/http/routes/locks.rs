@@ -56,14 +56,13 @@ pub async fn locks(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRe
         match node.propose(Command::Locks(LocksCmd { ops: ops.clone() })).await {
             Ok(Outcome::Locks(r)) => r,
             Ok(o) => {
-                return Err(KvError {
-                    status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                    code: "locks_error",
-                    reason: "locks_error",
-                    detail: format!("locks answered {o:?}"),
-                })
+                return Err(KvError::new(
+                    crate::http::codes::LOCKS_ERROR,
+                    "locks_error",
+                    format!("locks answered {o:?}"),
+                ))
             }
-            Err(e) => return Err(KvError::unavailable("locks_unavailable", e)),
+            Err(e) => return Err(KvError::unavailable(crate::http::codes::LOCKS_UNAVAILABLE, e)),
         }
     };
     let rendered: Vec<Value> = ops.iter().zip(&results).enumerate().map(|(i, (op, r))| render(i, op, r)).collect();

@@ -3,7 +3,7 @@
 //! the horizon. Refusals use the timers envelope `{"error", "reason",
 //! "detail"}` with stable reasons.
 
-use axum::http::StatusCode;
+use crate::http::codes::{self, Code};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -33,18 +33,17 @@ const SERVER_OWNED: [&str; 12] = [
 ];
 
 /// A refusal in the timers envelope.
-pub fn refusal(status: StatusCode, error: &str, reason: &str, detail: impl Into<String>) -> Response {
-    (status, axum::Json(json!({ "error": error, "reason": reason, "detail": detail.into() }))).into_response()
+pub fn refusal(code: &'static Code, reason: &str, detail: impl Into<String>) -> Response {
+    (code.status, axum::Json(json!({ "error": code.name, "reason": reason, "detail": detail.into() }))).into_response()
 }
 
 pub fn bad(reason: &str, detail: impl Into<String>) -> Response {
-    refusal(StatusCode::BAD_REQUEST, "timers_bad_request", reason, detail)
+    refusal(codes::TIMERS_BAD_REQUEST, reason, detail)
 }
 
 fn beyond_horizon(i: usize, what: &str) -> Response {
     refusal(
-        StatusCode::FORBIDDEN,
-        "timer_horizon_exceeded",
+        codes::TIMER_HORIZON_EXCEEDED,
         "timers_horizon",
         format!("operations[{i}]: {what} is beyond the {TIMER_HORIZON_MS} ms horizon"),
     )
@@ -208,8 +207,7 @@ fn payload_of(i: usize, o: &Map<String, Value>) -> Result<Vec<u8>, Response> {
     }
     if bytes.len() > TIMER_PAYLOAD_BYTES_MAX {
         return Err(refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            codes::PAYLOAD_TOO_LARGE,
             "timers_payload_too_large",
             format!("operations[{i}]: payload is over {TIMER_PAYLOAD_BYTES_MAX} bytes"),
         ));

@@ -113,7 +113,7 @@ pub async fn detail(
         }
     }
     if out.is_empty() {
-        return Err(ApiError::not_found("group_not_found", "Consumer group not found"));
+        return Err(ApiError::new(crate::http::codes::GROUP_NOT_FOUND, "Consumer group not found"));
     }
     for l in views::lanes(s, Some(&group), now) {
         let lag = lane_lag(now, &l);

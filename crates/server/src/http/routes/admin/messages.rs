@@ -113,7 +113,7 @@ pub async fn detail(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path((pid, txn)) = path.map_err(bad_path)?;
-    let not_found = || ApiError::not_found("message_not_found", "Message not found");
+    let not_found = || ApiError::new(crate::http::codes::MESSAGE_NOT_FOUND, "Message not found");
     // A partition id is a decimal number; anything else names no message.
     let pid: u64 = pid.parse().map_err(|_| not_found())?;
     let (found, mut out) = {

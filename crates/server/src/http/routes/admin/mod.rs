@@ -74,7 +74,7 @@ fn bad_path(e: PathRejection) -> ApiError {
 }
 
 fn queue_not_found(name: &str) -> ApiError {
-    ApiError::not_found("queue_not_found", format!("queue {name:?} does not exist"))
+    ApiError::new(crate::http::codes::QUEUE_NOT_FOUND, format!("queue {name:?} does not exist"))
 }
 
 /// A non-empty query parameter.

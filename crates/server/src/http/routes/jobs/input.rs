@@ -2,6 +2,7 @@
 //! every refusal a 400 `{"error", "code", "index", "field"}` that names the
 //! operation and the field.
 
+use crate::http::codes::{self, Code};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
@@ -14,8 +15,7 @@ use regina_types::{validate_name, NameKind};
 /// A refused jobs request.
 #[derive(Debug, Clone)]
 pub struct JobsError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub code: &'static Code,
     pub message: String,
     pub index: Option<usize>,
     pub field: Option<&'static str>,
@@ -23,10 +23,10 @@ pub struct JobsError {
 
 impl JobsError {
     pub fn invalid(index: Option<usize>, field: Option<&'static str>, message: impl Into<String>) -> Self {
-        JobsError { status: StatusCode::BAD_REQUEST, code: "INVALID_ARGUMENT", message: message.into(), index, field }
+        JobsError { code: codes::INVALID_ARGUMENT, message: message.into(), index, field }
     }
 
-    pub fn with_code(mut self, code: &'static str) -> Self {
+    pub fn with_code(mut self, code: &'static Code) -> Self {
         self.code = code;
         self
     }
@@ -34,15 +34,15 @@ impl JobsError {
 
 impl IntoResponse for JobsError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": self.message, "code": self.code });
+        let mut body = json!({ "error": self.message, "code": self.code.name });
         if let Some(i) = self.index {
             body["index"] = json!(i);
         }
         if let Some(f) = self.field {
             body["field"] = json!(f);
         }
-        let mut resp = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        let mut resp = (self.code.status, axum::Json(body)).into_response();
+        if self.code.status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
         }
         resp
@@ -140,7 +140,7 @@ impl<'a> Fields<'a> {
         if text.len() > JOB_PAYLOAD_BYTES_MAX {
             return Err(self
                 .err(field, format!("is {} bytes; the limit is {JOB_PAYLOAD_BYTES_MAX}", text.len()))
-                .with_code("PAYLOAD_TOO_LARGE"));
+                .with_code(codes::JOB_PAYLOAD_TOO_LARGE));
         }
         Ok(text)
     }
@@ -174,7 +174,7 @@ impl<'a> Fields<'a> {
     }
 
     fn lease_ms(&self) -> Result<Option<u64>, JobsError> {
-        self.int("leaseMs", 1, JOB_LEASE_MS_MAX).map_err(|e| e.with_code("LEASE_TOO_LONG"))
+        self.int("leaseMs", 1, JOB_LEASE_MS_MAX).map_err(|e| e.with_code(codes::LEASE_TOO_LONG))
     }
 
     /// `delayMs` or `at` (ISO-8601 or epoch ms), not both.

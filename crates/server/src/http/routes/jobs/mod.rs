@@ -27,6 +27,7 @@ use regina_state::jobs::{JobOp, JobStore, JobTarget, JobsCmd};
 use regina_state::{Command, Outcome};
 use regina_types::limits::{JOB_SCAN_LIMIT_DEFAULT, JOB_SCAN_LIMIT_MAX, REQUEST_BODY_BYTES_MAX};
 
+use crate::http::codes;
 use crate::http::input::{query_get, query_pairs};
 use crate::http::routes::jobs::input::{parse_ops, JobsError, Parsed, Surface};
 use regina_node::{ProposeError, Replica};
@@ -36,12 +37,12 @@ use regina_node::{ProposeError, Replica};
 const RECHECK: Duration = Duration::from_millis(100);
 
 fn unavailable(e: ProposeError) -> JobsError {
-    let (status, code) = crate::http::error::propose_refusal(&e);
-    JobsError { status, code, message: e.to_string(), index: None, field: None }
+    let code = crate::http::error::propose_refusal(&e);
+    JobsError { code, message: e.to_string(), index: None, field: None }
 }
 
 fn internal(what: String) -> JobsError {
-    JobsError { status: StatusCode::INTERNAL_SERVER_ERROR, code: "internal", message: what, index: None, field: None }
+    JobsError { code: codes::INTERNAL, message: what, index: None, field: None }
 }
 
 pub async fn batch(
@@ -51,7 +52,7 @@ pub async fn batch(
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             JobsError::invalid(None, None, format!("the body is over {REQUEST_BODY_BYTES_MAX} bytes"))
-                .with_code("PAYLOAD_TOO_LARGE")
+                .with_code(codes::JOB_PAYLOAD_TOO_LARGE)
         } else {
             JobsError::invalid(None, None, format!("could not read the body: {e}"))
         }
@@ -73,7 +74,7 @@ pub async fn batch(
                 Some("leaseMs"),
                 format!("operations[{}].leaseMs is above the queue's lease.maxMs of {max}", r.index),
             )
-            .with_code(r.code.as_str())
+            .with_code(codes::LEASE_TOO_LONG)
             .into_response()
         }
         JobsOutcome::Refused(r) => {

@@ -71,15 +71,10 @@ pub async fn run(node: &Replica, ops: &[KvOp]) -> Result<KvOutcome, KvError> {
     let outcome = node
         .propose(Command::Kv(KvCmd { ops: ops.to_vec() }))
         .await
-        .map_err(|e| KvError::unavailable("kv_unavailable", e))?;
+        .map_err(|e| KvError::unavailable(crate::http::codes::KV_UNAVAILABLE, e))?;
     match outcome {
         Outcome::Kv(o) => Ok(o),
-        o => Err(KvError {
-            status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            code: "kv_error",
-            reason: "kv_error",
-            detail: format!("kv answered {o:?}"),
-        }),
+        o => Err(KvError::new(crate::http::codes::KV_ERROR, "kv_error", format!("kv answered {o:?}"))),
     }
 }
 

@@ -17,6 +17,7 @@
 
 pub(crate) mod input;
 
+use crate::http::codes::{self, Code};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -67,12 +68,12 @@ async fn call(node: &Replica, cmd: StreamCmd) -> ApiResult<StreamOutcome> {
 fn no_such_query(id: &str) -> Response {
     let body = json!({
         "success": false,
-        "code": "no_such_query",
+        "code": codes::NO_SUCH_QUERY.name,
         "error": format!("no stream query has id {id}"),
         "rows": [],
         "partitions": [],
     });
-    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    (codes::NO_SUCH_QUERY.status, axum::Json(body)).into_response()
 }
 
 async fn register(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
@@ -93,10 +94,10 @@ async fn register(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRej
         }))
         .into_response(),
         RegisterOutcome::Conflict { query_id, error } => (
-            StatusCode::CONFLICT,
+            codes::CONFIG_HASH_MISMATCH.status,
             axum::Json(json!({
                 "success": false,
-                "code": "config_hash_mismatch",
+                "code": codes::CONFIG_HASH_MISMATCH.name,
                 "query_id": query_id,
                 "name": name,
                 "error": error,
@@ -226,12 +227,7 @@ async fn cycle(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesReject
             .into_response()
         }
         CycleOutcome::Refused { reason, error } => {
-            let status = match reason {
-                CycleRefusal::NoSuchQuery => StatusCode::NOT_FOUND,
-                CycleRefusal::NotSourcePartition => StatusCode::BAD_REQUEST,
-                CycleRefusal::TooManyRows => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::OK,
-            };
+            let status = cycle_refusal_code(reason).map_or(StatusCode::OK, |c| c.status);
             let body = json!({
                 "success": false,
                 "code": reason.as_str(),
@@ -257,5 +253,28 @@ struct Echo {
 impl Echo {
     fn of(cmd: &CycleCmd) -> Echo {
         Echo { query_id: cmd.query_id.clone(), partition_id: cmd.partition_id.to_string() }
+    }
+}
+
+/// The refusals of a cycle that are errors (the others are verdicts in a
+/// 200 answer), from the one table.
+fn cycle_refusal_code(reason: CycleRefusal) -> Option<&'static Code> {
+    match reason {
+        CycleRefusal::NoSuchQuery => Some(codes::NO_SUCH_QUERY),
+        CycleRefusal::NotSourcePartition => Some(codes::NOT_SOURCE_PARTITION),
+        CycleRefusal::TooManyRows => Some(codes::TOO_MANY_STATE_ROWS),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn cycle_refusals_that_are_errors_carry_their_table_code() {
+        for r in [CycleRefusal::NoSuchQuery, CycleRefusal::NotSourcePartition, CycleRefusal::TooManyRows] {
+            assert_eq!(cycle_refusal_code(r).map(|c| c.name), Some(r.as_str()), "{r:?}");
+        }
     }
 }
