@@ -78,9 +78,15 @@ impl StateMachineStore {
     /// one, with body files cut back to what that snapshot covers (the log
     /// replay after it rewrites the rest).
     pub fn open(dir: &Path) -> Result<StateMachineStore, String> {
-        let snapshots = SnapshotStore::open(dir.join("snapshots")).map_err(|e| e.to_string())?;
-        let bodies =
-            BodyStore::open(dir.join("bodies"), regina_state::body::BODY_SEGMENT_BYTES).map_err(|e| e.to_string())?;
+        Self::open_with_io(dir, Arc::new(regina_storage::RealIo))
+    }
+
+    /// [`StateMachineStore::open`], with bodies and snapshots written and
+    /// synced through `io` (a simulated disk, in the simulation).
+    pub fn open_with_io(dir: &Path, io: Arc<dyn regina_storage::Io>) -> Result<StateMachineStore, String> {
+        let snapshots = SnapshotStore::open_with_io(dir.join("snapshots"), io.clone()).map_err(|e| e.to_string())?;
+        let segment_bytes = regina_state::body::BODY_SEGMENT_BYTES;
+        let bodies = BodyStore::open_with_io(dir.join("bodies"), segment_bytes, io).map_err(|e| e.to_string())?;
         let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
         if let Some((head, data)) = snapshots.load_latest().map_err(|e| e.to_string())? {
             let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;

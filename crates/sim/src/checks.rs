@@ -191,6 +191,7 @@ impl World {
             crashes: self.stats.crashes,
             multi_leader_crashes: self.stats.multi_leader_crashes,
             lost_unsynced_bytes: self.stats.lost_bytes,
+            lost_body_bytes: self.stats.lost_body_bytes,
             wal_crashes: self.stats.wal_crashes,
             truncations: self.ctx.truncations.load(std::sync::atomic::Ordering::Relaxed),
             joint_batches: self.ctx.joint_batches.load(std::sync::atomic::Ordering::Relaxed),

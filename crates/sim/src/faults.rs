@@ -106,6 +106,7 @@ impl World {
             self.stats.multi_leader_crashes += 1;
         }
         self.stats.lost_bytes += loss.bytes_lost;
+        self.stats.lost_body_bytes += loss.body_bytes_lost;
         let back = self.step + self.rng.range(5, 50) as u32;
         self.restart_at.insert(id, back);
         let led = if led.is_empty() {

@@ -84,6 +84,8 @@ pub struct Running {
     /// By group.
     pub groups: Vec<Replica>,
     pub io: Arc<SimIo>,
+    /// Bodies' and snapshots' disk, ungated.
+    pub files: Arc<SimIo>,
     /// The node's one WAL writer's.
     pub gate: Arc<Gate>,
 }
@@ -149,6 +151,7 @@ impl Node {
         let rng = Rng::new(mix(ctx.disk_seed, self.id << 16 | u64::from(self.incarnation)));
         let gate = Gate::new(self.id, ctx.joint_batches.clone(), rng);
         let io = SimIo::new(gate.clone(), ctx.forget_syncs);
+        let files = SimIo::ungated(ctx.forget_syncs);
         // No batch cap (a run's batches are far below the real one): the
         // gate then knows that a batch is everything queued (see `gate`).
         let options =
@@ -165,7 +168,7 @@ impl Node {
             recovered_own(self.id, group, &log, &ctx.registry).await?;
             let dir = self.state_dir(group);
             std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            let sm = StateMachineStore::open(&dir)
+            let sm = StateMachineStore::open_with_io(&dir, files.clone())
                 .map_err(|e| format!("node {} cannot open group {group}'s state machine: {e}", self.id))?;
             let shared = sm.shared();
             let network = SimNetwork { from: self.id, group, net: ctx.net.clone(), shared: shared.clone() };
@@ -187,7 +190,7 @@ impl Node {
             let proposer = Arc::new(Proposer::start(raft.clone(), log.clone(), stamps, PROPOSER_QUEUE_REQUESTS_MAX));
             groups.push(Replica { raft, proposer, log, shared });
         }
-        self.running = Some(Running { groups, io, gate });
+        self.running = Some(Running { groups, io, files, gate });
         Ok(())
     }
 
@@ -206,7 +209,7 @@ impl Node {
         for g in &run.groups {
             let _ = g.raft.shutdown().await;
         }
-        let Running { groups, io, gate } = run;
+        let Running { groups, io, files, gate } = run;
         let shared: Vec<_> = groups.iter().map(|g| Arc::downgrade(&g.shared)).collect();
         drop(groups);
         // Tasks still holding the stores (replication waiting out a lost
@@ -225,7 +228,16 @@ impl Node {
         }
         ctx.settler.unregister(self.id);
         gate.close();
-        io.crash(rng).map_err(|e| format!("node {}: undoing unsynced writes failed: {e}", self.id))
+        let wal = io.crash(rng).map_err(|e| format!("node {}: undoing unsynced WAL writes failed: {e}", self.id))?;
+        // Every holder of the bodies' disk (the state machines) is gone.
+        let bodies =
+            files.crash(rng).map_err(|e| format!("node {}: undoing unsynced body writes failed: {e}", self.id))?;
+        Ok(Loss {
+            writes: wal.writes + bodies.writes,
+            bytes_lost: wal.bytes_lost + bodies.bytes_lost,
+            bytes_kept: wal.bytes_kept + bodies.bytes_kept,
+            body_bytes_lost: bodies.bytes_lost,
+        })
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Report {
     /// Crashes of a node that led two groups or more.
     pub multi_leader_crashes: u64,
     pub lost_unsynced_bytes: u64,
+    /// Of those, bytes of message bodies and snapshots.
+    pub lost_body_bytes: u64,
     /// Crashes that hit a disk write or fsync of the WAL.
     pub wal_crashes: u64,
     /// Conflicting log tails dropped.
@@ -111,7 +113,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "seed {}: {} steps, {} groups, {} ms virtual, {} acked / {} unknown, {} crashes ({} of a leader of \
-             several groups, {} in a WAL write, {} unsynced bytes lost), {} truncations, {} elections ({} leader \
+             several groups, {} in a WAL write, {} unsynced bytes lost, {} of bodies), {} truncations, {} elections ({} leader \
              moves), {} requests batched, {} driver entries, {} timers fired once, {} snapshots sent, {} fsyncs shared by groups, logs at [{}], leaders at the end {}, {} messages ({} lost, {} twice), \
              jobs: {} claims ({} resent), {} renews, {} completes, {} fails, {} releases, {} lease lost, digest \
              {:016x}",
@@ -125,6 +127,7 @@ impl fmt::Display for Report {
             self.multi_leader_crashes,
             self.wal_crashes,
             self.lost_unsynced_bytes,
+            self.lost_body_bytes,
             self.truncations,
             self.elections,
             self.moves,

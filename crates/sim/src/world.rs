@@ -89,6 +89,7 @@ pub struct Stats {
     pub unknown: u64,
     pub crashes: u64,
     pub lost_bytes: u64,
+    pub lost_body_bytes: u64,
     pub wal_crashes: u64,
     pub elections: u64,
     /// Leader moves (targeted elections of a caught-up follower).

@@ -50,7 +50,7 @@ fn simulate_seeds() {
     let seeds = seeds();
     // What the passing runs exercised, summed.
     let (mut joint, mut multi, mut moves, mut groups) = (0, 0, 0, 0);
-    let (mut batched, mut fired) = (0, 0);
+    let (mut batched, mut fired, mut bodies_lost) = (0, 0, 0);
     for &seed in &seeds {
         let started = std::time::Instant::now();
         match run(config(seed)) {
@@ -65,6 +65,7 @@ fn simulate_seeds() {
                 groups = report.groups;
                 batched += report.batched;
                 fired += report.timers_fired;
+                bodies_lost += report.lost_body_bytes;
             }
             Err(f) => {
                 println!("FAILED seed {seed}: {}", f.message);
@@ -78,13 +79,15 @@ fn simulate_seeds() {
     }
     println!(
         "{} seeds: {joint} fsyncs shared by groups, {multi} crashes of a leader of several groups, {moves} leader \
-         moves, {batched} requests batched by the proposer, {fired} timers fired once by the driver",
+         moves, {batched} requests batched by the proposer, {fired} timers fired once by the driver, \
+         {bodies_lost} unsynced body bytes lost to crashes",
         seeds.len()
     );
     // The server's proposer and timer driver must have been exercised.
     if seeds.len() >= 16 {
         assert!(batched > 0, "the proposer never packed two requests into one entry");
         assert!(fired > 0, "no timer was fired by the driver and checked");
+        assert!(bodies_lost > 0, "no crash dropped an unsynced message body: replay never had to write one again");
     }
     // Enough seeds of several groups must have exercised what groups bring.
     if seeds.len() >= 16 && groups > 1 {

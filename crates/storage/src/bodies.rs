@@ -28,6 +28,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::io_context;
+use crate::io::{Io, RealIo};
 use crate::space::is_out_of_space;
 
 /// Open handles kept for reads and writes. Beyond this the least recently
@@ -56,6 +57,8 @@ pub fn place(next_free: u64, len: u64, segment_bytes: u64) -> u64 {
 pub struct BodyStore {
     dir: PathBuf,
     segment_bytes: u64,
+    /// Body writes and their fsyncs (file creation and cuts use `std`).
+    io: Arc<dyn Io>,
     handles: Mutex<Handles>,
     /// Bodies whose write found no space, by position, with why.
     unwritten: Mutex<Unwritten>,
@@ -83,12 +86,18 @@ struct Handles {
 
 impl BodyStore {
     pub fn open(dir: impl AsRef<Path>, segment_bytes: u64) -> io::Result<BodyStore> {
+        Self::open_with_io(dir, segment_bytes, Arc::new(RealIo))
+    }
+
+    /// [`BodyStore::open`], writing and syncing bodies through `io` (a
+    /// simulated disk that forgets unsynced writes at a crash, in tests).
+    pub fn open_with_io(dir: impl AsRef<Path>, segment_bytes: u64, io: Arc<dyn Io>) -> io::Result<BodyStore> {
         if segment_bytes == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "body segment_bytes must be positive"));
         }
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
-        Ok(BodyStore { dir, segment_bytes, handles: Mutex::new(Handles::default()), unwritten: Mutex::default() })
+        Ok(BodyStore { dir, segment_bytes, io, handles: Mutex::new(Handles::default()), unwritten: Mutex::default() })
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -114,7 +123,7 @@ impl BodyStore {
     fn write_now(&self, pos: u64, body: &[u8]) -> io::Result<()> {
         let (segment, offset) = self.locate(pos, body.len() as u64)?;
         let file = self.handle(segment, true)?;
-        file.write_all_at(body, offset).map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
+        self.io.write_at(&file, body, offset).map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
         self.handles.lock().dirty.insert(segment, file);
         Ok(())
     }
@@ -177,7 +186,7 @@ impl BodyStore {
             (dirty, std::mem::replace(&mut handles.dir_dirty, false))
         };
         for (segment, file) in dirty {
-            if let Err(e) = file.sync_data() {
+            if let Err(e) = self.io.sync_data(&file) {
                 let e = io_context(format!("fdatasync of body segment {segment}"), e);
                 self.handles.lock().sync_failure = Some(e.to_string());
                 return Err(e);

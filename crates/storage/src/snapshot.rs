@@ -13,10 +13,12 @@
 //! snapshots are taken (zero-padded numbers do).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::io_context;
+use crate::io::{Io, RealIo};
 
 const MAGIC: &[u8; 4] = b"RSNP";
 const VERSION: u32 = 1;
@@ -27,14 +29,21 @@ const TEMP_SUFFIX: &str = ".tmp";
 /// A directory holding the latest snapshot.
 pub struct SnapshotStore {
     dir: PathBuf,
+    /// Snapshot writes and their fsyncs (renames and deletes use `std`).
+    io: Arc<dyn Io>,
 }
 
 impl SnapshotStore {
     /// Opens (or creates) `dir` and deletes leftover temporary files.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<SnapshotStore> {
+        Self::open_with_io(dir, Arc::new(RealIo))
+    }
+
+    /// [`SnapshotStore::open`], writing and syncing through `io`.
+    pub fn open_with_io(dir: impl AsRef<Path>, io: Arc<dyn Io>) -> io::Result<SnapshotStore> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
-        let store = SnapshotStore { dir };
+        let store = SnapshotStore { dir, io };
         for name in store.names_with(TEMP_SUFFIX)? {
             let path = store.dir.join(&name);
             fs::remove_file(&path).map_err(|e| io_context(format!("deleting {}", path.display()), e))?;
@@ -49,7 +58,7 @@ impl SnapshotStore {
         let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
         let path = self.dir.join(&name);
         let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
-        if let Err(e) = write_file(&temp, &encode(meta, data)?) {
+        if let Err(e) = write_file(self.io.as_ref(), &temp, &encode(meta, data)?) {
             // A partial file would only hold the space a retry needs.
             let _ = fs::remove_file(&temp);
             return Err(io_context(ctx("writing", &temp), e));
@@ -117,10 +126,11 @@ fn check_id(id: &str) -> io::Result<()> {
     Ok(())
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+fn write_file(io: &dyn Io, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    // Readable too: a simulated disk reads what a write replaces.
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+    io.write_at(&file, bytes, 0)?;
+    io.sync_data(&file)
 }
 
 fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
