@@ -156,6 +156,12 @@ impl Replica {
         });
         if node.is_sole_voter() {
             node.lead_alone(Duration::from_secs(10)).await?;
+            // The no-op applied last: every entry recovered from the log is
+            // applied too. A state that breaks an invariant is never served
+            // (the snapshot it started from was checked as it was read).
+            node.shared.machine.read().state.check_invariants().map_err(|e| {
+                format!("the state replayed from group {group}'s log breaks an invariant, refusing to serve it: {e}")
+            })?;
         }
         Ok(node)
     }
