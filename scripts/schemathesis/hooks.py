@@ -12,8 +12,14 @@ WAIT_MS = 500
 WAIT_KEYS = ("maxWaitMs", "waitMs")
 
 
+def _last(v):
+    """A repeated query parameter: the server reads its last value."""
+    return v[-1] if isinstance(v, list) and v else v
+
+
 def _truthy(v):
-    return v is True or (isinstance(v, str) and v.lower() in ("true", "1"))
+    v = _last(v)
+    return v is True or v == 1 or (isinstance(v, str) and v.lower() in ("true", "1"))
 
 
 def _bound_body(body):
@@ -32,7 +38,7 @@ def _bound_body(body):
 def before_call(context, case, kwargs):
     query = case.query
     if isinstance(query, dict) and _truthy(query.get("wait")):
-        t = query.get("timeout")
+        t = _last(query.get("timeout"))
         try:
             # Absent or empty: the route's default wait (30 s).
             ms = int(t) if t not in (None, "") else None
