@@ -267,6 +267,32 @@ HEALTH = obj({"status": {"type": "string", "enum": ["healthy", "storage_full", "
               "members": ARR_OBJ, "disk": OBJ, "storageFull": BOOL, "storageError": NULLSTR}, ["status", "engine"])
 
 
+PAGINATION = obj({"limit": INT, "offset": INT, "total": INT})
+QUEUE_ROW = obj({"name": STR, "namespace": NULLSTR, "task": NULLSTR, "partitions": INT, "depth": INT,
+                 "messages": obj({"total": INT, "pending": INT, "processing": INT, "completed": INT,
+                                  "deadLetter": INT})}, ["name"])
+TRACES = obj({"traces": ARR_OBJ, "total": INT}, ["traces"])
+VIEWS = {
+    "/api/v1/resources/queues": obj({"queues": arr(QUEUE_ROW), "pagination": PAGINATION}, ["queues"]),
+    "/api/v1/status/queues": obj({"queues": arr(QUEUE_ROW), "pagination": PAGINATION}, ["queues"]),
+    "/api/v1/resources/namespaces": obj({"namespaces": ARR_OBJ, "total": INT}, ["namespaces"]),
+    "/api/v1/resources/tasks": obj({"tasks": ARR_OBJ, "total": INT}, ["tasks"]),
+    "/api/v1/resources/partitions": obj({"partitions": arr(obj({"id": STR, "partition": STR, "queue": STR},
+                                                               ["id", "partition", "queue"])),
+                                         "total": INT}, ["partitions"]),
+    "/api/v1/resources/queues/{queue}/depth": obj({"queue": STR, "pending": INT, "processing": INT, "ready": INT,
+                                                   "partitions": ARR_OBJ}, ["queue"]),
+    "/api/v1/messages": obj({"messages": arr(obj({"id": STR, "transactionId": STR, "queue": STR,
+                                                  "partition": STR, "partitionId": STR, "offset": INT,
+                                                  "status": STR, "data": ANY}, ["id", "transactionId"]))},
+                            ["messages"]),
+    "/api/v1/messages/{partition_id}/{transaction_id}": obj({"id": STR, "data": ANY, "consumerGroups": ARR_OBJ},
+                                                            ["id"]),
+    "/api/v1/status/analytics": obj({"dataPoints": ARR_OBJ, "bucketMinutes": INT}),
+    "/api/v1/analytics/system-metrics": obj({"replicas": ARR_OBJ, "bucketMinutes": INT, "pointCount": INT}),
+}
+
+
 def routes():
     r = {}
 
@@ -402,10 +428,11 @@ def routes():
         body=obj({"transactionId": STR, "partitionId": {"type": ["string", "integer"]}, "consumerGroup": STR,
                   "traceNames": {"type": ["array", "null"], "items": STR}, "eventType": STR, "data": ANY},
                  ["transactionId", "partitionId"])))
-    add("GET", "/api/v1/traces/names", op("Trace names", "traces", ok(), params=PAGE))
-    add("GET", "/api/v1/traces/by-name/{name}", op("Traces by name", "traces", ok(),
+    add("GET", "/api/v1/traces/names", op("Trace names", "traces",
+        ok(obj({"trace_names": ARR_OBJ, "total": INT, "pagination": PAGINATION}, ["trace_names"])), params=PAGE))
+    add("GET", "/api/v1/traces/by-name/{name}", op("Traces by name", "traces", ok(TRACES),
         params=[path_param("name", "A trace name.", STR)] + PAGE))
-    add("GET", "/api/v1/traces/{partition_id}/{transaction_id}", op("A message's traces", "traces", ok(),
+    add("GET", "/api/v1/traces/{partition_id}/{transaction_id}", op("A message's traces", "traces", ok(TRACES),
         params=[PART_ID, TXN_ID]))
 
     # Views.
@@ -431,7 +458,7 @@ def routes():
         ("/api/v1/analytics/system-metrics", "System metrics", [q("from", ISO, "From."), q("to", ISO, "To.")]),
         ("/api/v1/analytics/worker-metrics", "Worker metrics", [q("from", ISO, "From."), q("to", ISO, "To.")]),
     ]:
-        add("GET", path, op(summary, "views", ok(), params=params))
+        add("GET", path, op(summary, "views", ok(VIEWS.get(path)), params=params))
     add("GET", "/api/v1/consumer-groups", op("Consumer groups", "views", ok(ARR_OBJ)))
     add("GET", "/api/v1/consumer-groups/lagging", op("Lagging consumer groups", "views", ok(ARR_OBJ),
         params=[q("minLagSeconds", INT, "Least lag in seconds (default 60; a negative value is 0).")]))
