@@ -4,7 +4,8 @@ client route. The JSON file is what is checked against the router and served
 at /api/v1/openapi.json; this script is how it is written. Run it after
 changing a route's description here, then commit both.
 
-usage: scripts/openapi-gen.py
+usage: scripts/openapi-gen.py            write the file
+       scripts/openapi-gen.py --check    exit 1 if the file is not what it writes
 """
 import json
 import os
@@ -544,7 +545,13 @@ def document():
 
 
 if __name__ == "__main__":
+    import sys
+    text = json.dumps(document(), indent=2) + "\n"
+    if sys.argv[1:] == ["--check"]:
+        with open(OUT) as f:
+            if f.read() != text:
+                sys.exit(f"{OUT} is not what scripts/openapi-gen.py writes: run it and commit both")
+        sys.exit(0)
     with open(OUT, "w") as f:
-        json.dump(document(), f, indent=2)
-        f.write("\n")
+        f.write(text)
     print(f"wrote {OUT}")

@@ -39,6 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The checked-in document is the generator's output.
+python3 "$root/scripts/openapi-gen.py" --check
 (cd "$root" && cargo build --release -p regina-server --bin regina >/dev/null)
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 data_dir="$(mktemp -d)"
