@@ -3,7 +3,8 @@
 # property, storage fault, openraft conformance, crash and HTTP tests against
 # real servers on 127.0.0.1), the official Queen MQ Rust client's suites
 # against a real Regina and through a follower of a three-node cluster, a
-# scenario driven by the official Python client, and that client's auth tests.
+# scenario driven by the official Python client, schemathesis against the
+# node's OpenAPI document, and the Python client's auth tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every node the tests start ignores how full this machine's disk is (the
@@ -58,9 +59,13 @@ scripts/cluster.sh stop "$cluster_dir"
 
 stage python scripts/python-scenario.sh
 
+# schemathesis against a live node, from the node's own OpenAPI document: no
+# 5xx, no answer outside its schema or content type, no hang.
+stage schemathesis scripts/schemathesis.sh
+
 # The official Python client's auth tests, against a node without auth and
 # against one with JWT enabled: each of them runs, and passes, in one of the two.
 stage auth scripts/python-auth.sh
 
 echo "tests per stage:"
-for s in workspace official follower python auth; do echo "  $s: $(count "$s")"; done
+for s in workspace official follower python schemathesis auth; do echo "  $s: $(count "$s")"; done

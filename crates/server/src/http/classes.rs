@@ -32,6 +32,7 @@ pub const ROUTE_CLASSES: &[(&str, &str, Class)] = &[
     ("GET", "/health", Read),
     ("GET", "/metrics", Read),
     ("GET", "/metrics/prometheus", Read),
+    ("GET", "/api/v1/openapi.json", Read),
     // Messages.
     ("POST", "/api/v1/push", Produce),
     ("GET", "/api/v1/pop", Write),

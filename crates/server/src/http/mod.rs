@@ -106,6 +106,7 @@ pub fn router(node: Arc<Replica>, auth: bool) -> Router {
 fn all_routes() -> Routes {
     Routes::default()
         .route("/health", get(health::health))
+        .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop", get(pop::pop_discovery))
         .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
@@ -150,6 +151,15 @@ fn all_routes() -> Routes {
         .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())
+}
+
+/// The OpenAPI 3.1 description of every client route, as checked in
+/// (`crates/server/openapi.json`, written by `scripts/openapi-gen.py`; a
+/// test holds it to the class table).
+pub const OPENAPI_JSON: &str = include_str!("../../openapi.json");
+
+async fn openapi() -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI_JSON).into_response()
 }
 
 async fn no_such_route(uri: Uri) -> Response {
