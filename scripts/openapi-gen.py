@@ -263,9 +263,10 @@ TXN_ID = path_param("transaction_id", "A message's transaction id.", STR)
 GROUP = path_param("group", "A consumer group name.")
 
 
-HEALTH = obj({"status": {"type": "string", "enum": ["healthy", "storage_full", "unhealthy"]}, "engine": STR,
-              "version": STR, "nodeId": INT, "leader": {"type": ["integer", "null"]}, "role": STR,
-              "members": ARR_OBJ, "disk": OBJ, "storageFull": BOOL, "storageError": NULLSTR}, ["status", "engine"])
+HEALTH = obj({"status": {"type": "string", "enum": ["healthy", "storage_failed", "storage_full", "unhealthy"]},
+              "engine": STR, "version": STR, "nodeId": INT, "leader": {"type": ["integer", "null"]}, "role": STR,
+              "members": ARR_OBJ, "disk": OBJ, "storageFull": BOOL, "storageShort": NULLSTR,
+              "storageError": NULLSTR}, ["status", "engine"])
 
 
 PAGINATION = obj({"limit": INT, "offset": INT, "total": INT})
