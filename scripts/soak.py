@@ -76,6 +76,9 @@ START_TIMEOUT_S = 60.0
 AUDIT_BUDGET_S = 120.0
 TIMER_FIRE_GRACE_S = 15.0
 DEDUP_PROBES = 16
+# Probes re-push only ids answered well inside the default dedup window
+# (dedupWindowSeconds, 3600 s): past it a re-push is rightly queued again.
+DEDUP_PROBE_AGE_MAX_S = 3000
 RESAMPLE_PARTITIONS = 8
 RESAMPLE_WINDOW = 64
 FETCH_ENTRIES_MAX = 500
@@ -197,6 +200,7 @@ class Model:
         self.totals = {}
         self.cycle = {}
         self.violations = []
+        self.cycle_started = {}  # cycle -> wall time its load began
 
     def count(self, what, n=1):
         self.cycle[what] = self.cycle.get(what, 0) + n
@@ -696,8 +700,15 @@ class Auditor:
     def dedup_probe(self):
         """Answered transaction ids pushed again answer duplicate, with their offset."""
         with self.m.lock:
-            pool = [(p, t) for p in self.m.parts.values() if p.queue in PRODUCER_QUEUES
-                    for t in self.rng.sample(list(p.offset), min(2, len(p.offset)))]
+            oldest = min((c for c, at in self.m.cycle_started.items() if at > time.time() - DEDUP_PROBE_AGE_MAX_S),
+                         default=None)
+            if oldest is None:
+                return
+            pool = []
+            for p in self.m.parts.values():
+                if p.queue in PRODUCER_QUEUES:
+                    fresh = [t for t in p.offset if int(t.split(".")[0][1:]) >= oldest]
+                    pool += [(p, t) for t in self.rng.sample(fresh, min(2, len(fresh)))]
         probes = self.rng.sample(pool, min(DEDUP_PROBES, len(pool)))
         if not probes:
             return
@@ -886,6 +897,7 @@ def main():
         node.start()
         for cycle in range(1, args.cycles + 1):
             model.cycle = {}
+            model.cycle_started[cycle] = time.time()
             load = Load(model, port, cycle, rng)
             kill_after = rng.uniform(0.25, 1.0) * args.load_ms / 1000
             threads = load.run_threads()
