@@ -778,16 +778,57 @@ class Auditor:
                                    f"{[(t.key, t.due) for t in due[:3]]}")
                 return
             time.sleep(0.2)
-            asks = [(p, len(p.by_offset)) for p in self.m.parts.values() if p.queue == TIMER_QUEUE]
-            got = self.fetch(asks)
-            with self.m.lock:
-                for p, (recs, _, _) in got.items():
-                    for r in recs:
-                        self.record(p, r)
+            self.fetch_timer_fires()
+        self.timer_rows()
         with self.m.lock:
             fired = sum(1 for t in self.m.timers.values()
                         if t.key in self.m.parts[(TIMER_QUEUE, t.partition)].seen)
             self.m.totals["timers fired"] = fired  # answered and unknown ones
+
+    def fetch_timer_fires(self):
+        asks = [(p, len(p.by_offset)) for p in self.m.parts.values() if p.queue == TIMER_QUEUE]
+        got = self.fetch(asks)
+        with self.m.lock:
+            for p, (recs, _, _) in got.items():
+                for r in recs:
+                    self.record(p, r)
+
+    def timer_rows(self):
+        """The timer table: a fired timer's row is gone (it cannot fire again),
+        and an answered timer that has not fired is still waiting."""
+        self.fetch_timer_fires()
+        rows, after = [], None
+        for _ in range(1000):
+            path = f"/api/v1/timers/{TIMER_QUEUE}?limit=1000" + (f"&after={after}" if after else "")
+            status, body = self.call("GET", path)
+            if status != 200:
+                raise Violation(f"timer list answered {status}: {str(body)[:300]}")
+            rows += body.get("rows") or []
+            after = body.get("nextAfter")
+            if not body.get("truncated"):
+                break
+        else:
+            raise Violation("timer list did not end within 1000 pages")
+        listed = set()
+        with self.m.lock:
+            for r in rows:
+                k = r.get("timerKey")
+                listed.add(k)
+                t = self.m.timers.get(k)
+                if t is None or t.state in ("unsent", "refused"):
+                    self.m.violate(f"timer {k} is scheduled but was {'never sent' if t is None else t.state}")
+                    continue
+                if k in self.m.parts[(TIMER_QUEUE, t.partition)].seen:
+                    self.m.violate(f"timer {k} fired but is still {r.get('state')} (it would fire again)")
+                if r.get("state") != "pending" or r.get("txn") != k or r.get("partition") != t.partition:
+                    self.m.violate(f"timer {k}: row {r}")
+        self.fetch_timer_fires()
+        with self.m.lock:
+            lost = [t.key for t in self.m.timers.values() if t.state == "answered" and t.key not in listed
+                    and t.key not in self.m.parts[(TIMER_QUEUE, t.partition)].seen]
+            if lost:
+                self.m.violate(f"{len(lost)} answered timers neither fired nor scheduled, e.g. {lost[:3]}")
+            self.m.count("audited timer rows", len(rows))
 
     def full_reread(self, deadline):
         """The final audit: every partition read again from offset 0."""
@@ -836,6 +877,13 @@ def sabotage_timer(m):
     m.settle_push(m.parts[(TIMER_QUEUE, "t0")], t.key, "answered")
 
 
+def sabotage_timer_row(m):
+    t = Timer("tm.unlisted", "t1")
+    t.state, t.due = "answered", time.time() + 3600
+    m.timers[t.key] = t
+    m.settle_push(m.parts[(TIMER_QUEUE, "t1")], t.key, "answered")
+
+
 def sabotage_refused(m):
     p = next(p for p in m.parts.values() if p.queue in PRODUCER_QUEUES and p.offset)
     p.state[next(iter(p.offset))] = "refused"
@@ -848,7 +896,7 @@ def sabotage_acked(m):
 
 
 SABOTAGE = {"lost-push": sabotage_lost_push, "order": sabotage_order, "kv-ahead": sabotage_kv_ahead,
-            "timer": sabotage_timer, "refused": sabotage_refused, "acked": sabotage_acked}
+            "timer": sabotage_timer, "timer-row": sabotage_timer_row, "refused": sabotage_refused, "acked": sabotage_acked}
 
 
 def summary(totals, keys):
@@ -858,7 +906,7 @@ def summary(totals, keys):
 CYCLE_KEYS = ("pushes", "steps", "kv writes", "timers", "acks", "unknown", "unsent")
 TOTAL_KEYS = ("pushes", "steps", "step refusals", "kv writes", "timers", "timers fired", "timers due while down", "acks", "ack refusals",
               "delivered to soak-c", "delivered to soak-s", "unknown", "unsent", "dedup probes",
-              "audited messages", "audited kv rows")
+              "audited messages", "audited kv rows", "audited timer rows")
 
 
 def main():
