@@ -941,6 +941,7 @@ def main():
     started = time.monotonic()
     passed = 0
     ok = False
+    interrupted = False
     try:
         node.start()
         for cycle in range(1, args.cycles + 1):
@@ -988,10 +989,10 @@ def main():
     except Violation as e:
         print(f"soak: violation: {e}", flush=True)
     except KeyboardInterrupt:
-        print("soak: interrupted", flush=True)
+        interrupted = True
     finally:
         node.kill()
-        if model.violations or not ok:
+        if model.violations or not (ok or interrupted):
             print("node log tail:\n" + tail(node.log_path), flush=True)
         if args.keep:
             print(f"soak: kept {tmp}", flush=True)
@@ -1002,6 +1003,9 @@ def main():
     if ok:
         print(f"soak: {passed}/{args.cycles} cycles checks passed in {elapsed:.0f} s (seed {seed})", flush=True)
         return 0
+    if interrupted:
+        print(f"soak: interrupted after {passed} of {args.cycles} cycles passed their checks (seed {seed})", flush=True)
+        return 130
     print(f"soak: FAILED after {passed} of {args.cycles} cycles in {elapsed:.0f} s; reproduce with "
           f"--seed {seed} --cycles {args.cycles} --load-ms {args.load_ms}", flush=True)
     return 1
