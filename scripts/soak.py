@@ -41,6 +41,7 @@ schedule.
 
 import argparse
 import base64
+import bisect
 import http.client
 import json
 import os
@@ -155,6 +156,7 @@ class Part:
         self.last_answered_offset = -1
         self.by_offset = []  # verified txns, index = offset
         self.seen = set()
+        self.unseen_answered = set()  # answered, not yet read back by an audit
         self.last_seen_rank = -1
 
 
@@ -201,6 +203,7 @@ class Model:
         self.cycle = {}
         self.violations = []
         self.cycle_started = {}  # cycle -> wall time its load began
+        self.probe_pool = []  # (cycle, part, txn) of answered plain pushes, in answer order
 
     def count(self, what, n=1):
         self.cycle[what] = self.cycle.get(what, 0) + n
@@ -217,8 +220,11 @@ class Model:
         if state == "answered":
             part.order[txn] = part.answered
             part.answered += 1
+            if txn not in part.seen:
+                part.unseen_answered.add(txn)
             if offset is not None:
                 part.offset[txn] = offset
+                self.probe_pool.append((int(txn.split(".")[0][1:]), part, txn))
                 if offset <= part.last_answered_offset:
                     self.violate(f"{part.queue}/{part.name}: {txn} answered offset {offset}, "
                                  f"not after {part.last_answered_offset}")
@@ -647,7 +653,7 @@ class Auditor:
                 for r in recs:
                     self.record(p, r)
                 if p.queue != TIMER_QUEUE:
-                    missing = [t for t, st in p.state.items() if st == "answered" and t not in p.seen]
+                    missing = sorted(p.unseen_answered)
                     if missing:
                         self.m.violate(f"{p.queue}/{p.name}: {len(missing)} answered pushes missing, "
                                        f"e.g. {missing[:3]} (hwm {hwm})")
@@ -670,6 +676,7 @@ class Auditor:
         if txn in p.seen:
             self.m.violate(f"{where}: {txn} stored twice")
         p.seen.add(txn)
+        p.unseen_answered.discard(txn)
         if not isinstance(r.get("payload"), dict) or r["payload"].get("t") != txn:
             self.m.violate(f"{where}: {txn} payload {r.get('payload')!r}")
         if txn in p.offset and p.offset[txn] != off:
@@ -702,16 +709,13 @@ class Auditor:
         with self.m.lock:
             oldest = min((c for c, at in self.m.cycle_started.items() if at > time.time() - DEDUP_PROBE_AGE_MAX_S),
                          default=None)
-            if oldest is None:
+            pool = self.m.probe_pool
+            start = bisect.bisect_left(pool, oldest, key=lambda e: e[0]) if oldest is not None else len(pool)
+            if start >= len(pool):
                 return
-            pool = []
-            for p in self.m.parts.values():
-                if p.queue in PRODUCER_QUEUES:
-                    fresh = [t for t in p.offset if int(t.split(".")[0][1:]) >= oldest]
-                    pool += [(p, t) for t in self.rng.sample(fresh, min(2, len(fresh)))]
-        probes = self.rng.sample(pool, min(DEDUP_PROBES, len(pool)))
-        if not probes:
-            return
+            picks = self.rng.sample(range(start, len(pool)), min(DEDUP_PROBES, len(pool) - start))
+            probes = list({(pool[i][1].queue, pool[i][1].name, pool[i][2]): (pool[i][1], pool[i][2])
+                           for i in picks}.values())
         items = [{"queue": p.queue, "partition": p.name, "transactionId": t, "payload": {"t": t}} for p, t in probes]
         status, body = self.call("POST", "/api/v1/push", {"items": items})
         if status // 100 != 2 or not isinstance(body, list) or len(body) != len(items):
@@ -856,7 +860,7 @@ class Auditor:
 
 def sabotage_lost_push(m):
     p = m.parts[(PRODUCER_QUEUES[0], "p00")]
-    m.settle_push(p, "never-stored", "answered", p.last_answered_offset + 1000)
+    m.settle_push(p, "c1.never-stored", "answered", p.last_answered_offset + 1000)
 
 
 def sabotage_order(m):
