@@ -3,8 +3,7 @@
 # property, storage fault, openraft conformance, crash and HTTP tests against
 # real servers on 127.0.0.1), the official Queen MQ Rust client's suites
 # against a real Regina and through a follower of a three-node cluster, a
-# scenario driven by the official Python client, schemathesis against the
-# node's OpenAPI document, and the Python client's auth tests.
+for s in workspace official follower python schemathesis auth soak; do echo "  $s: $(count "$s")"; done
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every node the tests start ignores how full this machine's disk is (the
@@ -67,5 +66,14 @@ stage schemathesis scripts/schemathesis.sh
 # against one with JWT enabled: each of them runs, and passes, in one of the two.
 stage auth scripts/python-auth.sh
 
+# A bounded slice of the kill-9 soak: SIGKILL/restart cycles of one node under
+# mixed load (pushes, pops with acks, steps, KV, timers), each cycle audited.
+# The long campaign is scripts/soak.sh (docs/soak.md).
+stage soak python3 scripts/soak.py --cycles 20 --binary "${CARGO_TARGET_DIR:-target}/release/regina"
+
 echo "tests per stage:"
+<<<<<<< HEAD
 for s in workspace official follower python schemathesis auth; do echo "  $s: $(count "$s")"; done
+=======
+for s in workspace official follower python auth soak; do echo "  $s: $(count "$s")"; done
+>>>>>>> soak
