@@ -72,8 +72,4 @@ stage auth scripts/python-auth.sh
 stage soak python3 scripts/soak.py --cycles 20 --binary "${CARGO_TARGET_DIR:-target}/release/regina"
 
 echo "tests per stage:"
-<<<<<<< HEAD
-for s in workspace official follower python schemathesis auth; do echo "  $s: $(count "$s")"; done
-=======
-for s in workspace official follower python auth soak; do echo "  $s: $(count "$s")"; done
->>>>>>> soak
+for s in workspace official follower python schemathesis auth soak; do echo "  $s: $(count "$s")"; done
