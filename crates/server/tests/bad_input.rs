@@ -636,3 +636,34 @@ fn a_timer_field_of_the_wrong_type_is_refused_by_name() {
         assert_eq!(v["rows"].as_array().map(Vec::len), Some(0), "nothing was scheduled: {v}");
     });
 }
+
+/// A wrong-typed, missing or out-of-range field of a JSON body or query is
+/// refused with `field` naming it, beside the prose.
+#[test]
+fn a_refusal_names_its_field() {
+    paused::run(async {
+        let broker = PausedNode::start().await;
+        let base = broker.base();
+        let c = support::client();
+        let push = format!("{base}/api/v1/push");
+        for (body, field) in [
+            (json!({ "items": [{ "queue": "f", "partition": 5, "payload": {} }] }), "items[0].partition"),
+            (json!({ "items": [{ "queue": ["f"], "payload": {} }] }), "items[0].queue"),
+            (json!({ "items": "none" }), "items"),
+        ] {
+            let (status, v) = post_raw(&c, &push, serde_json::to_vec(&body).unwrap()).await;
+            assert_eq!(status, 400, "{body}: {v}");
+            assert_eq!(v["code"], json!("bad_body"), "{v}");
+            assert_eq!(v["field"], json!(field), "{body}: {v}");
+        }
+        let (status, v) = post_raw(&c, &format!("{base}/api/v1/ack"), br#"{"partitionId": "p"}"#.to_vec()).await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["field"], json!("transactionId"), "a missing field is named: {v}");
+        let pop = format!("{base}/api/v1/pop/queue/f?batch=lots&wait=false");
+        let (status, v) = send_raw(&c, reqwest::Method::GET, &pop, None).await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["field"], json!("batch"), "a bad query parameter is named: {v}");
+        let (_, v) = send_raw(&c, reqwest::Method::GET, &format!("{base}/api/v1/resources/queues"), None).await;
+        assert!(!v.to_string().contains("\"f\""), "nothing refused was stored: {v}");
+    });
+}

@@ -1,6 +1,6 @@
 //! Errors as stable codes from the one table (`codes.rs`), which also gives
 //! their status. Every error answer is JSON: `{"error": "<what was wrong>",
-//! "code": "<stable code>"}`.
+//! "code": "<stable code>", "field"?: "<the field or parameter>"}`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -14,6 +14,8 @@ use super::codes::{self, Code};
 pub struct ApiError {
     pub code: &'static Code,
     pub message: String,
+    /// The field or parameter that was wrong, where one was (`items[0].partition`).
+    pub field: Option<String>,
 }
 
 impl ApiError {
@@ -34,7 +36,13 @@ impl ApiError {
     }
 
     pub fn new(code: &'static Code, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into() }
+        ApiError { code, message: message.into(), field: None }
+    }
+
+    /// The same refusal, naming the field or parameter it is about.
+    pub fn at_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
     }
 
     pub fn status(&self) -> StatusCode {
@@ -81,8 +89,11 @@ impl From<ProposeError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": self.message, "code": self.code.name });
         let status = self.status();
+        let mut body = json!({ "error": self.message, "code": self.code.name });
+        if let Some(field) = self.field {
+            body["field"] = json!(field);
+        }
         let mut resp = (status, axum::Json(body)).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));

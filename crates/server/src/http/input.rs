@@ -27,7 +27,31 @@ pub fn json_body<'a, T: Deserialize<'a>>(bytes: &'a [u8], empty_ok: bool) -> Api
         }
         return Err(ApiError::bad_body("request body is empty; a JSON object is required"));
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_body(format!("invalid JSON body: {e}")))
+    // Parsed once at full speed; only a refusal parses again, tracking the
+    // path, to name the field it is about.
+    serde_json::from_slice(bytes).map_err(|e| {
+        let refusal = ApiError::bad_body(format!("invalid JSON body: {e}"));
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let Err(tracked) = serde_path_to_error::deserialize::<_, T>(&mut de) else { return refusal };
+        match field_of(&tracked.path().to_string(), &tracked.inner().to_string()) {
+            Some(f) => ApiError { message: format!("invalid JSON body at {f}: {e}"), ..refusal.at_field(f) },
+            None => refusal,
+        }
+    })
+}
+
+/// The field a body's parse error is about: the path serde reached, with
+/// the name a "missing field `x`" (or unknown, duplicate) error gives, if
+/// the path does not end in it. `None` for the document itself.
+fn field_of(path: &str, message: &str) -> Option<String> {
+    let path = if path == "." { "" } else { path };
+    let named = message.split_once("field `").and_then(|(_, rest)| rest.split_once('`')).map(|(name, _)| name);
+    let field = match named {
+        Some(name) if !path.ends_with(name) && path.is_empty() => name.to_string(),
+        Some(name) if !path.ends_with(name) => format!("{path}.{name}"),
+        _ => path.to_string(),
+    };
+    (!field.is_empty()).then_some(field)
 }
 
 /// Query parameters in order; `+` decodes as a space.
@@ -50,7 +74,7 @@ pub fn query_bool(pairs: &[(String, String)], key: &str) -> ApiResult<Option<boo
         None | Some("") => Ok(None),
         Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(Some(true)),
         Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Ok(Some(false)),
-        Some(v) => Err(ApiError::bad_request(format!("{key} must be true or false, not {v:?}"))),
+        Some(v) => Err(ApiError::bad_request(format!("{key} must be true or false, not {v:?}")).at_field(key)),
     }
 }
 
@@ -58,10 +82,13 @@ pub fn query_bool(pairs: &[(String, String)], key: &str) -> ApiResult<Option<boo
 pub fn query_u64(pairs: &[(String, String)], key: &str, min: u64, max: u64) -> ApiResult<Option<u64>> {
     match query_get(pairs, key) {
         None | Some("") => Ok(None),
-        Some(v) => match v.parse::<u64>() {
-            Ok(n) if n >= min && n <= max => Ok(Some(n)),
-            _ => Err(ApiError::bad_request(format!("{key} must be an integer from {min} to {max}, not {v:?}"))),
-        },
+        Some(v) => {
+            match v.parse::<u64>() {
+                Ok(n) if n >= min && n <= max => Ok(Some(n)),
+                _ => Err(ApiError::bad_request(format!("{key} must be an integer from {min} to {max}, not {v:?}"))
+                    .at_field(key)),
+            }
+        }
     }
 }
 
@@ -139,5 +166,38 @@ mod tests {
         for bad in ["/q/%FF", "g=%C3", "x=%E2%82", "%ff%fe"] {
             assert!(!unescapes_to_utf8(bad), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod field_tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Item {
+        #[allow(dead_code)]
+        queue: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Body {
+        #[allow(dead_code)]
+        items: Vec<Item>,
+    }
+
+    fn field(body: &str) -> Option<String> {
+        json_body::<Body>(body.as_bytes(), false).unwrap_err().field
+    }
+
+    #[test]
+    fn a_body_refusal_names_the_field_it_is_about() {
+        assert_eq!(field(r#"{"items": [{"queue": 5}]}"#).as_deref(), Some("items[0].queue"));
+        assert_eq!(field(r#"{"items": [{}]}"#).as_deref(), Some("items[0].queue"));
+        assert_eq!(field(r#"{"items": [{"queue": "q", "extra": 1}]}"#).as_deref(), Some("items[0].extra"));
+        assert_eq!(field(r#"{}"#).as_deref(), Some("items"));
+        assert_eq!(field(r#"{"items": "no"}"#).as_deref(), Some("items"));
+        assert_eq!(field(r#"not json"#), None);
+        assert_eq!(field(r#"{"items": []} trailing"#), None, "trailing bytes are still refused");
     }
 }
