@@ -26,8 +26,28 @@ const START_ATTEMPTS: usize = 3;
 
 /// A port nobody listens on right now. The listener is dropped before the
 /// broker binds, so another process can take it in between; `Broker::start`
-/// retries on a fresh port when that happens.
+/// retries on a fresh port when that happens (a cluster cannot: its peers
+/// already name the port).
+///
+/// The port is drawn at random below the kernel's ephemeral range: a port
+/// the kernel hands out itself may be taken as the local end of any
+/// outgoing connection of the tests running beside this one before the
+/// node binds it (seen as `Address already in use` in a cluster start).
 pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000_u16, ephemeral_from.max(10_001));
+    for attempt in 0..1_000_u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(attempt);
+        let port = low + (h.finish() % u64::from(high - low)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().expect("local address").port()
 }
