@@ -23,6 +23,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -62,6 +63,9 @@ pub struct BodyStore {
     handles: Mutex<Handles>,
     /// Bodies whose write found no space, by position, with why.
     unwritten: Mutex<Unwritten>,
+    /// Whether `unwritten` holds any body: reads and applies look here
+    /// without taking its lock, which only a full disk ever fills.
+    any_unwritten: AtomicBool,
 }
 
 #[derive(Default)]
@@ -97,7 +101,14 @@ impl BodyStore {
         }
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
-        Ok(BodyStore { dir, segment_bytes, io, handles: Mutex::new(Handles::default()), unwritten: Mutex::default() })
+        Ok(BodyStore {
+            dir,
+            segment_bytes,
+            io,
+            handles: Mutex::new(Handles::default()),
+            unwritten: Mutex::default(),
+            any_unwritten: AtomicBool::new(false),
+        })
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -114,6 +125,7 @@ impl BodyStore {
                 let mut unwritten = self.unwritten.lock();
                 unwritten.reason = e.to_string();
                 unwritten.bodies.insert(pos, body.to_vec());
+                self.any_unwritten.store(true, Ordering::Release);
                 Ok(())
             }
             other => other,
@@ -130,6 +142,9 @@ impl BodyStore {
 
     /// Why bodies wait in memory for space, if any do: `(count, reason)`.
     pub fn unwritten(&self) -> Option<(usize, String)> {
+        if !self.any_unwritten.load(Ordering::Acquire) {
+            return None;
+        }
         let unwritten = self.unwritten.lock();
         (!unwritten.bodies.is_empty()).then(|| (unwritten.bodies.len(), unwritten.reason.clone()))
     }
@@ -137,6 +152,9 @@ impl BodyStore {
     /// Writes the bodies that waited for space, in order, stopping at the
     /// first that still finds none. Returns how many still wait.
     pub fn retry_unwritten(&self) -> io::Result<usize> {
+        if !self.any_unwritten.load(Ordering::Acquire) {
+            return Ok(0);
+        }
         let mut unwritten = self.unwritten.lock();
         while let Some((&pos, body)) = unwritten.bodies.first_key_value() {
             match self.write_now(pos, body) {
@@ -147,6 +165,7 @@ impl BodyStore {
                 Err(e) => return Err(e),
             }
         }
+        self.any_unwritten.store(!unwritten.bodies.is_empty(), Ordering::Release);
         if unwritten.bodies.is_empty() && !unwritten.reason.is_empty() {
             unwritten.reason.clear();
             tracing::info!("space is back; every message body kept in memory is written");
@@ -156,8 +175,10 @@ impl BodyStore {
 
     /// Reads the `len` bytes of the body at `pos`.
     pub fn read(&self, pos: u64, len: u64) -> io::Result<Vec<u8>> {
-        if let Some(body) = self.unwritten.lock().bodies.get(&pos).filter(|b| b.len() as u64 == len) {
-            return Ok(body.clone());
+        if self.any_unwritten.load(Ordering::Acquire) {
+            if let Some(body) = self.unwritten.lock().bodies.get(&pos).filter(|b| b.len() as u64 == len) {
+                return Ok(body.clone());
+            }
         }
         let (segment, offset) = self.locate(pos, len)?;
         let file = self.handle(segment, false)?;
@@ -203,7 +224,10 @@ impl BodyStore {
     /// rewrites the tail instead of trusting unsynced bytes.
     pub fn truncate_from(&self, pos: u64) -> io::Result<()> {
         let (keep, cut) = (pos / self.segment_bytes, pos % self.segment_bytes);
-        self.unwritten.lock().bodies.retain(|&at, _| at < pos);
+        let mut unwritten = self.unwritten.lock();
+        unwritten.bodies.retain(|&at, _| at < pos);
+        self.any_unwritten.store(!unwritten.bodies.is_empty(), Ordering::Release);
+        drop(unwritten);
         let mut handles = self.handles.lock();
         for segment in self.list()? {
             if segment > keep {
@@ -275,6 +299,7 @@ impl BodyStore {
     pub fn adopt(&self, staged: &Path) -> io::Result<()> {
         // The staged segments replace every body, those kept in memory too.
         *self.unwritten.lock() = Unwritten::default();
+        self.any_unwritten.store(false, Ordering::Release);
         let mut handles = self.handles.lock();
         for segment in self.list()? {
             handles.forget(segment);
