@@ -57,9 +57,33 @@ async fn health(c: &reqwest::Client, b: &Broker) -> (u16, Value) {
 }
 
 async fn push(c: &reqwest::Client, b: &Broker, txn: &str) -> (u16, Value) {
-    let item = json!({ "queue": "full", "partition": "p", "transactionId": txn, "payload": { "txn": txn } });
+    push_payload(c, b, txn, &json!({ "txn": txn })).await
+}
+
+async fn push_payload(c: &reqwest::Client, b: &Broker, txn: &str, payload: &Value) -> (u16, Value) {
+    let item = json!({ "queue": "full", "partition": "p", "transactionId": txn, "payload": payload });
     let r = c.post(b.url("/api/v1/push")).json(&json!({ "items": [item] })).send().await.unwrap();
     (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// Frees the space `filler` took, waits for the node to say so and checks
+/// that a push is taken again, without a restart; then restarts the node
+/// and returns every message it holds (a fresh group's pop), with their
+/// transaction ids sorted.
+async fn free_space_then_restart(c: &reqwest::Client, b: &mut Broker, filler: &Path) -> (Vec<Value>, Vec<String>) {
+    std::fs::remove_file(filler).unwrap();
+    wait_full(c, b, false).await;
+    let (status, r) = push(c, b, "after").await;
+    assert_eq!(status, 201, "writes resume once space is back, without a restart: {r}");
+
+    b.terminate(Duration::from_secs(10)).expect("a clean stop");
+    b.restart();
+    let url = b.url("/api/v1/pop/queue/full?wait=false&batch=100&consumerGroup=audit&subscriptionMode=all");
+    let v: Value = c.get(url).send().await.unwrap().json().await.unwrap();
+    let msgs = v["messages"].as_array().unwrap().clone();
+    let mut txns: Vec<String> = msgs.iter().map(|m| m["transactionId"].as_str().unwrap().to_string()).collect();
+    txns.sort();
+    (msgs, txns)
 }
 
 /// Waits until `/health` reports the disk full (or not).
@@ -151,19 +175,8 @@ async fn a_full_disk_refuses_growing_writes_keeps_reads_and_resumes_when_space_i
     let results: Vec<Value> = r.json().await.unwrap();
     assert!(results.iter().all(|a| a["success"] == json!(true)), "acks on a full disk: {results:?}");
 
-    std::fs::remove_file(&filler).unwrap();
-    wait_full(&c, &b, false).await;
-    let (status, r) = push(&c, &b, "after").await;
-    assert_eq!(status, 201, "writes resume once space is back, without a restart: {r}");
-
     // Nothing answered was lost, and the refused push never got in.
-    b.terminate(Duration::from_secs(10)).expect("a clean stop");
-    b.restart();
-    let url = b.url("/api/v1/pop/queue/full?wait=false&batch=100&consumerGroup=audit&subscriptionMode=all");
-    let v: Value = c.get(url).send().await.unwrap().json().await.unwrap();
-    let mut txns: Vec<String> =
-        v["messages"].as_array().unwrap().iter().map(|m| m["transactionId"].as_str().unwrap().to_string()).collect();
-    txns.sort();
+    let (_, txns) = free_space_then_restart(&c, &mut b, &filler).await;
     let mut want: Vec<String> = (0..10).map(|i| format!("before-{i}")).collect();
     want.push("after".into());
     want.sort();
@@ -186,12 +199,6 @@ fn fill_up(dir: &Path) -> PathBuf {
         }
     }
     filler
-}
-
-async fn push_payload(c: &reqwest::Client, b: &Broker, txn: &str, payload: &Value) -> (u16, Value) {
-    let item = json!({ "queue": "full", "partition": "p", "transactionId": txn, "payload": payload });
-    let r = c.post(b.url("/api/v1/push")).json(&json!({ "items": [item] })).send().await.unwrap();
-    (r.status().as_u16(), r.json().await.unwrap())
 }
 
 /// With the watermark off, a disk that fills up under the node: the push
@@ -228,18 +235,7 @@ async fn a_body_write_without_space_keeps_the_answered_push_and_resumes_when_spa
     let kept = msgs.iter().find(|m| m["transactionId"] == json!("no-space")).expect("the kept body's message");
     assert_eq!(kept["data"], big, "the body kept in memory reads back whole");
 
-    std::fs::remove_file(&filler).unwrap();
-    wait_full(&c, &b, false).await;
-    let (status, r) = push(&c, &b, "after").await;
-    assert_eq!(status, 201, "writes resume once space is back, without a restart: {r}");
-
-    b.terminate(Duration::from_secs(10)).expect("a clean stop");
-    b.restart();
-    let url = b.url("/api/v1/pop/queue/full?wait=false&batch=100&consumerGroup=audit&subscriptionMode=all");
-    let v: Value = c.get(url).send().await.unwrap().json().await.unwrap();
-    let msgs = v["messages"].as_array().unwrap();
-    let mut txns: Vec<String> = msgs.iter().map(|m| m["transactionId"].as_str().unwrap().to_string()).collect();
-    txns.sort();
+    let (msgs, txns) = free_space_then_restart(&c, &mut b, &filler).await;
     let mut want: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
     want.extend(["after".to_string(), "no-space".to_string()]);
     want.sort();
