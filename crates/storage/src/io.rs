@@ -1,10 +1,13 @@
-//! The seam between the log's record path and the disk.
+//! The seam between the stores' data writes and the disk.
 //!
-//! Only the two calls whose failure the log must survive correctly go through
-//! [`Io`]: writing framed records and making them durable. Tests swap in
-//! [`FaultyIo`] (or their own wrapper) to prove that a failed fsync poisons
-//! the log instead of being retried, and to count how many fsyncs a workload
-//! costs. File creation, preallocation and recovery use `std` directly; their
+//! The calls whose failure or loss the node must survive correctly go
+//! through [`Io`]: writing the log's framed records, message bodies and
+//! snapshots, and making them durable. Tests swap in [`FaultyIo`] (or their
+//! own wrapper) to prove that a failed fsync poisons the log instead of
+//! being retried (one refused for lack of space is retried, see
+//! [`crate::space`]), to count how many fsyncs a workload costs, and, in the
+//! simulation, to drop what no fsync covered at a crash. File creation,
+//! preallocation, renames, cuts and recovery use `std` directly; their
 //! failures surface as ordinary errors.
 
 use std::fs::File;

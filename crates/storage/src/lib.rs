@@ -13,8 +13,9 @@
 //!   a global byte position chosen by the caller. Written without fsync,
 //!   because replaying the log rewrites them.
 //! * [`snapshot`]: atomically replaced, checksummed snapshot files.
-//! * [`io`]: the seam through which the log writes and fsyncs, so tests can
-//!   inject failures ([`FaultyIo`]).
+//! * [`io`]: the seam through which the log, the bodies and the snapshots
+//!   write and fsync, so tests can inject failures ([`FaultyIo`]) and the
+//!   simulation can lose unsynced writes.
 //! * [`space`]: retrying writes refused for lack of space until space is
 //!   back ([`SpaceWait`]), instead of failing for good.
 //! * [`error`]: [`WalError`], the log's error type.
