@@ -52,7 +52,16 @@ pub struct SharedState {
 impl SharedState {
     /// Reads a message body written by an applied push.
     pub fn read_body(&self, pos: u64, len: u32) -> std::io::Result<Vec<u8>> {
-        self.bodies.read(pos, len as u64).map_err(|e| std::io::Error::other(e.to_string()))
+        self.bodies.read(pos, len as u64)
+    }
+
+    /// Stages one body segment of snapshot `snapshot_id` before the snapshot
+    /// itself arrives.
+    pub fn stage_body_segment(&self, snapshot_id: &str, segment: u64, bytes: &[u8]) -> std::io::Result<()> {
+        let dir = self.staging_dir(snapshot_id).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{snapshot_id:?} is not a snapshot id"))
+        })?;
+        self.bodies.stage_segment(&dir, segment, bytes)
     }
 
     /// The staging directory of a snapshot being received. `None` when the

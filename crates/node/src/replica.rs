@@ -223,6 +223,11 @@ impl Replica {
         self.shared.staging_dir(snapshot_id)
     }
 
+    /// Stages one body segment of an incoming snapshot, durably. Blocks.
+    pub fn stage_body_segment(&self, snapshot_id: &str, segment: u64, bytes: &[u8]) -> std::io::Result<()> {
+        self.shared.stage_body_segment(snapshot_id, segment, bytes)
+    }
+
     /// The last applied index and the whole applied state, encoded (for the
     /// state dump peers and tests compare). Blocks: call off the runtime.
     pub fn encode_applied_state(&self) -> (u64, Vec<u8>) {

@@ -54,7 +54,7 @@ pub mod traces;
 pub mod txn;
 pub mod views;
 
-pub use body::{BodyRecord, BodyWrite};
+pub use body::{BodyRecord, BodyWrite, Unreadable};
 pub use command::{Command, Entry};
 pub use outcome::Outcome;
 pub use state::State;

@@ -52,6 +52,7 @@ codes! {
     METHOD_NOT_ALLOWED = METHOD_NOT_ALLOWED "method_not_allowed" "known path, wrong method";
     MEMBERSHIP_REFUSED = CONFLICT "membership_refused" "openraft refused the membership change (the answer says why)";
     PLACEMENT_DIFFERS = CONFLICT "placement_differs" "a forwarded request was placed in another Raft group than this node places it: nodes run with different `--raft-groups` or `--tenant-groups`";
+    UNREADABLE_BODY = CONFLICT "unreadable_body" "a dead-letter retry names a message whose stored body is damaged (it fails its checksum); the row stays";
     CONFIG_HASH_MISMATCH = CONFLICT "config_hash_mismatch" "a stream query is registered again under its name with another definition";
     TOO_LARGE = PAYLOAD_TOO_LARGE "too_large" "a body, payload, batch or list is over a limit above";
     NAME_TOO_LONG = PAYLOAD_TOO_LARGE "name_too_long" "a name is over its limit above";
@@ -60,13 +61,13 @@ codes! {
     RATE_LIMITED = TOO_MANY_REQUESTS "rate_limited" "the caller is over its request rate (`Retry-After`)";
     OVERLOADED = TOO_MANY_REQUESTS "overloaded" "the node refuses more waiting writes or long polls (`Retry-After: 1`); nothing was written";
     QUEUE_FULL = TOO_MANY_REQUESTS "queue_full" "an ephemeral queue holds its most messages";
-    INTERNAL = INTERNAL_SERVER_ERROR "internal" "a stored body could not be read (a bug or a damaged disk)";
+    INTERNAL = INTERNAL_SERVER_ERROR "internal" "a bug: an answer of an unexpected kind, a sealed payload that does not open with the node's key";
     UNCLASSIFIED_ROUTE = INTERNAL_SERVER_ERROR "unclassified_route" "a route has no role class (a bug: every route has one)";
     KV_ERROR = INTERNAL_SERVER_ERROR "kv_error" "the KV route got an answer of another kind from the state (a bug)";
     LOCKS_ERROR = INTERNAL_SERVER_ERROR "locks_error" "the locks route got an answer of another kind from the state (a bug)";
     NO_LEADER = SERVICE_UNAVAILABLE "no_leader" "the Raft group has no leader yet (retry; `Retry-After: 1`)";
     NO_QUORUM = SERVICE_UNAVAILABLE "no_quorum" "the leader cannot reach a majority; nothing was committed";
-    STORAGE_FAILED = SERVICE_UNAVAILABLE "storage_failed" "an fsync or write failed; the log refuses writes and says why";
+    STORAGE_FAILED = SERVICE_UNAVAILABLE "storage_failed" "an fsync or write failed (the log refuses writes and says why), or a body read failed for a reason other than a missing or short file";
     OUTCOME_UNKNOWN = SERVICE_UNAVAILABLE "outcome_unknown" "the write may or may not have been applied";
     KV_UNAVAILABLE = SERVICE_UNAVAILABLE "kv_unavailable" "a KV write was not, or may not have been, applied (KV envelope; `reason` is the code above it stands for, and its status: 429, 503 or 507)";
     LOCKS_UNAVAILABLE = SERVICE_UNAVAILABLE "locks_unavailable" "the same for the locks route";

@@ -111,9 +111,16 @@ pub fn wal_record(data: &[u8]) {
 
 /// One message body as the body files hold it.
 pub fn body_record(data: &[u8]) {
+    // A body written before checksums encodes back with one, so the check
+    // is that what decodes encodes to bytes that decode to it again.
     if let Some(body) = regina_state::BodyRecord::decode(data) {
-        assert_eq!(body.encode(), data, "a decoded body encodes back to its bytes");
+        assert_eq!(
+            regina_state::BodyRecord::decode(&body.encode()),
+            Some(body),
+            "a decoded body survives a round trip"
+        );
     }
+    let _ = regina_state::BodyRecord::salvage(data);
 }
 
 /// A snapshot file, its head and the state it holds.

@@ -8,18 +8,66 @@ use regina_state::outcome::PopResult;
 use regina_state::BodyRecord;
 use regina_types::time::format_iso;
 
+use crate::http::codes;
 use crate::http::error::{ApiError, ApiResult};
 use regina_node::Replica;
 
 /// Reads one stored message: its body, decoded, with a sealed payload
 /// opened, and its producer (`producerSub`) when it was stamped with one.
+/// A damaged body is delivered, not refused (see [`damaged_message`]).
 pub fn read_message(node: &Replica, pos: u64, len: u32) -> ApiResult<(BodyRecord, Option<String>)> {
-    let bytes = node.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a message body: {e}")))?;
-    let mut b = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a stored message body is unreadable"))?;
+    let mut b = match stored_body(node, pos, len)? {
+        Ok(b) => b,
+        Err(damaged) => return Ok((damaged_message(&damaged), None)),
+    };
     let opened = node.sealer().open(std::mem::take(&mut b.payload)).map_err(ApiError::internal)?;
     let (producer, payload) = crate::http::producer::unstamp(opened);
     b.payload = payload;
     Ok((b, producer))
+}
+
+/// Bytes at a body's place that are not the body written there.
+pub struct Damaged {
+    pub reason: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The body at `pos`, checked against its checksum, or what is wrong with
+/// it. A missing or short file is the message's damage; any other read
+/// error is the disk's (503 `storage_failed`): it may pass, and delivering
+/// the message as damaged would invite the reader to ack it away.
+pub fn stored_body(node: &Replica, pos: u64, len: u32) -> ApiResult<Result<BodyRecord, Damaged>> {
+    let bytes = match node.read_body(pos, len) {
+        Ok(bytes) => bytes,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof) => {
+            let reason = format!("the stored body cannot be read: {e}");
+            return Ok(Err(Damaged { reason, bytes: Vec::new() }));
+        }
+        Err(e) => return Err(ApiError::new(codes::STORAGE_FAILED, format!("reading a message body: {e}"))),
+    };
+    Ok(BodyRecord::decode_checked(&bytes).map_err(|why| {
+        tracing::error!(pos, len, "{why}");
+        Damaged { reason: why.to_string(), bytes }
+    }))
+}
+
+/// A damaged body as a message the reader can take: its ids from the head
+/// when that still parses (so it can be acked or dead-lettered), and as
+/// payload `{"unreadableBody": {"reason", "base64"}}` with the bytes found.
+pub fn damaged_message(d: &Damaged) -> BodyRecord {
+    let mut b = BodyRecord::salvage(&d.bytes).unwrap_or(BodyRecord {
+        id: [0; 16],
+        created_ms: 0,
+        trace_id: None,
+        transaction_id: String::new(),
+        payload: Vec::new(),
+    });
+    let wrapped = serde_json::json!({ "unreadableBody": {
+        "reason": d.reason,
+        "base64": base64::engine::general_purpose::STANDARD.encode(&d.bytes),
+    }});
+    b.payload = wrapped.to_string().into_bytes();
+    b
 }
 
 pub fn uuid_string(b: &[u8; 16]) -> String {

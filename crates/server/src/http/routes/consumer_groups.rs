@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use regina_state::command::{PushItem, SeekTarget};
-use regina_state::{BodyRecord, Command, Outcome};
+use regina_state::{Command, Outcome};
 use regina_types::time::{format_iso, parse_iso};
 use regina_types::{validate_name, NameKind};
 
@@ -73,9 +73,9 @@ pub async fn seek(
     let b: Map<String, Value> = json_body(&bytes, true)?;
     let target = match (b.get("toEnd"), b.get("timestamp")) {
         (Some(Value::Bool(true)), _) => SeekTarget::End,
-        (_, Some(Value::String(ts))) => SeekTarget::Time(
-            parse_iso(ts).ok_or_else(|| ApiError::bad_request(format!("timestamp {ts:?} is not an ISO-8601 time")))?,
-        ),
+        (_, Some(Value::String(ts))) => SeekTarget::Time(parse_iso(ts).ok_or_else(|| {
+            ApiError::bad_request(format!("timestamp {ts:?} is not an ISO-8601 time")).at_field("timestamp")
+        })?),
         (None, None) if b.is_empty() => SeekTarget::End,
         _ => return Err(ApiError::bad_request("a seek needs {\"toEnd\": true} or {\"timestamp\": \"<ISO-8601>\"}")),
     };
@@ -109,9 +109,12 @@ pub async fn set_subscription(
     let bytes = body_bytes(body)?;
     let b: Map<String, Value> = json_body(&bytes, false)?;
     let Some(Value::String(ts)) = b.get("subscriptionTimestamp") else {
-        return Err(ApiError::bad_request("subscriptionTimestamp (an ISO-8601 time) is required"));
+        return Err(ApiError::bad_request("subscriptionTimestamp (an ISO-8601 time) is required")
+            .at_field("subscriptionTimestamp"));
     };
-    let from_ms = parse_iso(ts).ok_or_else(|| ApiError::bad_request(format!("{ts:?} is not an ISO-8601 time")))?;
+    let from_ms = parse_iso(ts).ok_or_else(|| {
+        ApiError::bad_request(format!("{ts:?} is not an ISO-8601 time")).at_field("subscriptionTimestamp")
+    })?;
     let n = changed(&node, Command::SetSubscription { group: group.clone(), from_ms }).await?;
     Ok(axum::Json(json!({
         "success": true,
@@ -161,8 +164,11 @@ pub async fn retry_dead_letter(
         (e, m.queues[&qid].name.clone())
     };
     // The replay keeps the payload as stored (sealed or not).
-    let bytes = node.read_body(entry.pos, entry.len).map_err(|e| ApiError::internal(e.to_string()))?;
-    let body = BodyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("a dead-lettered body is unreadable"))?;
+    // A damaged body is not pushed again as if it were the message: the row
+    // stays, for inspection and delete.
+    let body = crate::http::render::stored_body(&node, entry.pos, entry.len)?.map_err(|d| {
+        ApiError::new(crate::http::codes::UNREADABLE_BODY, format!("the dead-lettered body is damaged: {}", d.reason))
+    })?;
     let item = PushItem {
         queue,
         partition: entry.partition.clone(),

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use regina_state::command::{PushCmd, PushItem};
 use regina_state::outcome::PushStatus;
-use regina_state::{BodyRecord, Command, Outcome};
+use regina_state::{Command, Outcome};
 use regina_types::limits::{PAYLOAD_BYTES_MAX, PUSH_ITEMS_MAX, TRANSACTION_ID_BYTES_MAX};
 use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
@@ -82,10 +82,12 @@ async fn push_binary(node: Arc<Replica>, bytes: &[u8]) -> ApiResult<Response> {
 
 fn check_count(n: usize) -> ApiResult<()> {
     if n == 0 {
-        return Err(ApiError::bad_request("items must hold at least one item"));
+        return Err(ApiError::bad_request("items must hold at least one item").at_field("items"));
     }
     if n > PUSH_ITEMS_MAX {
-        return Err(ApiError::too_large(format!("{n} items in one push; the limit is {PUSH_ITEMS_MAX}")));
+        return Err(
+            ApiError::too_large(format!("{n} items in one push; the limit is {PUSH_ITEMS_MAX}")).at_field("items")
+        );
     }
     Ok(())
 }
@@ -154,10 +156,14 @@ fn render(node: &Replica, items: &[PushItem], results: &[regina_state::outcome::
     Ok(out)
 }
 
-/// The id of an already stored message, read from its body.
+/// The id of an already stored message, read from its body (from what is
+/// left of its head when the body was damaged: the duplicate's answer still
+/// names its offset).
 fn original_id(node: &Replica, pos: u64, len: u32) -> ApiResult<[u8; 16]> {
-    let bytes = node.read_body(pos, len).map_err(|e| ApiError::internal(format!("reading a body: {e}")))?;
-    BodyRecord::decode(&bytes).map(|b| b.id).ok_or_else(|| ApiError::internal("a stored body is unreadable"))
+    Ok(match crate::http::render::stored_body(node, pos, len)? {
+        Ok(b) => b.id,
+        Err(damaged) => crate::http::render::damaged_message(&damaged).id,
+    })
 }
 
 pub(crate) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
@@ -179,7 +185,8 @@ pub(crate) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
 /// An item read from a binary body; its payload must be JSON.
 pub(crate) fn from_binary(i: usize, b: binary::BinaryItem) -> ApiResult<PushItem> {
     if !crate::http::input::is_json_document(&b.payload) {
-        return Err(ApiError::bad_body(format!("items[{i}]: payload is not a JSON document in UTF-8")));
+        return Err(ApiError::bad_body(format!("items[{i}]: payload is not a JSON document in UTF-8"))
+            .at_field(format!("items[{i}].payload")));
     }
     let fields = ItemFields {
         queue: &b.queue,
@@ -203,13 +210,15 @@ struct ItemFields<'a> {
 /// `Default` partition, a minted transaction id, a minted message id.
 fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem> {
     let at = |e: String| format!("items[{i}]: {e}");
-    validate_name(NameKind::Queue, f.queue)
-        .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+    let named = |e: regina_types::NameError| {
+        let field = format!("items[{i}].{}", e.field());
+        ApiError { message: at(e.to_string()), ..ApiError::from_name(e) }.at_field(field)
+    };
+    validate_name(NameKind::Queue, f.queue).map_err(named)?;
     let partition = match f.partition {
         None | Some("") => DEFAULT_PARTITION.to_string(),
         Some(p) => {
-            validate_name(NameKind::Partition, p)
-                .map_err(|e| ApiError { message: at(e.to_string()), ..ApiError::from_name(e) })?;
+            validate_name(NameKind::Partition, p).map_err(named)?;
             p.to_string()
         }
     };
@@ -219,7 +228,8 @@ fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem
             return Err(ApiError::too_large(at(format!(
                 "transactionId is {} bytes; the limit is {TRANSACTION_ID_BYTES_MAX}",
                 t.len()
-            ))))
+            )))
+            .at_field(format!("items[{i}].transactionId")))
         }
         Some(t) => t.to_string(),
     };
@@ -227,7 +237,8 @@ fn checked_item(i: usize, f: ItemFields, payload: Vec<u8>) -> ApiResult<PushItem
         return Err(ApiError::too_large(at(format!(
             "payload is {} bytes; the limit is {PAYLOAD_BYTES_MAX}",
             payload.len()
-        ))));
+        )))
+        .at_field(format!("items[{i}].payload")));
     }
     Ok(PushItem {
         queue: f.queue.to_string(),

@@ -10,7 +10,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use openraft::Snapshot;
 use regina_consensus::network::{SnapshotTransfer, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
-use regina_storage::BodyStore;
 use regina_types::limits::RAFT_BODY_BYTES_MAX;
 use serde::Serialize;
 
@@ -116,10 +115,10 @@ async fn stage_segment(
     Path((snapshot_id, segment)): Path<(String, u64)>,
     body: Bytes,
 ) -> Response {
-    let Some(dir) = node.staging_dir(&snapshot_id) else {
+    if node.staging_dir(&snapshot_id).is_none() {
         return refused(StatusCode::BAD_REQUEST, format!("{snapshot_id:?} is not a snapshot id"));
-    };
-    let staged = tokio::task::spawn_blocking(move || BodyStore::stage_segment(&dir, segment, &body)).await;
+    }
+    let staged = tokio::task::spawn_blocking(move || node.stage_body_segment(&snapshot_id, segment, &body)).await;
     match staged {
         Ok(Ok(())) => StatusCode::OK.into_response(),
         Ok(Err(e)) => refused(StatusCode::INTERNAL_SERVER_ERROR, e),
