@@ -45,7 +45,19 @@ impl LogStore {
     /// by [`LogStore::open`] is group 0's. Fails if the directory holds a
     /// group numbered `groups` or above.
     pub fn open_groups(dir: &Path, groups: u16, options: WalOptions, io: Arc<dyn Io>) -> Result<Vec<LogStore>, String> {
-        let shared = Arc::new(SharedWal::open(dir, groups, options, io)?);
+        Self::open_groups_with_meta_io(dir, groups, options, io, Arc::new(regina_storage::RealIo))
+    }
+
+    /// [`LogStore::open_groups`], with the groups' meta files (votes) written
+    /// through `meta_io` rather than straight to the disk.
+    pub fn open_groups_with_meta_io(
+        dir: &Path,
+        groups: u16,
+        options: WalOptions,
+        io: Arc<dyn Io>,
+        meta_io: Arc<dyn Io>,
+    ) -> Result<Vec<LogStore>, String> {
+        let shared = Arc::new(SharedWal::open(dir, groups, options, io, meta_io)?);
         Ok((0..groups).map(|group| LogStore { shared: Arc::clone(&shared), group }).collect())
     }
 

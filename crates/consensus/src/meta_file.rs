@@ -1,14 +1,17 @@
 //! The small file that holds what must survive beside the log: the vote and
 //! the last purged log id, one file per Raft group. It changes rarely, so it
 //! is rewritten whole, atomically: write a temp file, fsync, rename, fsync
-//! the directory.
+//! the directory. The write and its fsync go through the `Io` seam, so the
+//! simulation's power loss covers votes too.
 //!
 //! Group 0 keeps the name a single-group log has always used (`raft-meta`);
 //! group `g > 0` uses `raft-meta-{g}` in the same directory.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use regina_storage::{Io, RealIo};
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +28,7 @@ const NAME: &str = "raft-meta";
 pub struct MetaFile {
     path: PathBuf,
     dir: PathBuf,
+    io: Arc<dyn Io>,
 }
 
 impl MetaFile {
@@ -35,7 +39,12 @@ impl MetaFile {
 
     pub fn for_group(dir: &Path, group: u16) -> Self {
         let name = if group == 0 { NAME.to_string() } else { format!("{NAME}-{group}") };
-        MetaFile { path: dir.join(name), dir: dir.to_path_buf() }
+        MetaFile { path: dir.join(name), dir: dir.to_path_buf(), io: Arc::new(RealIo) }
+    }
+
+    /// The same file, written and synced through `io`.
+    pub fn with_io(self, io: Arc<dyn Io>) -> Self {
+        MetaFile { io, ..self }
     }
 
     pub fn path(&self) -> &Path {
@@ -81,10 +90,13 @@ impl MetaFile {
     pub fn store(&self, meta: &Meta) -> std::io::Result<()> {
         let body = bincode::serialize(meta).map_err(std::io::Error::other)?;
         let tmp = self.path.with_extension("tmp");
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(&crc32(&body).to_le_bytes())?;
-        f.write_all(&body)?;
-        f.sync_all()?;
+        // Read-write: a disk that keeps what a write replaced (the
+        // simulation's) reads before it writes.
+        let f = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
+        let mut bytes = crc32(&body).to_le_bytes().to_vec();
+        bytes.extend_from_slice(&body);
+        self.io.write_at(&f, &bytes, 0)?;
+        self.io.sync_data(&f)?;
         fs::rename(&tmp, &self.path)?;
         fs::File::open(&self.dir)?.sync_all()
     }

@@ -44,8 +44,15 @@ pub(crate) struct SharedWal {
 
 impl SharedWal {
     /// Opens (or creates) the log of `groups` groups under `dir`: meta files
-    /// in `dir`, the WAL in `dir/wal`.
-    pub fn open(dir: &Path, groups: u16, options: WalOptions, io: Arc<dyn Io>) -> Result<SharedWal, String> {
+    /// in `dir` (written through `meta_io`), the WAL in `dir/wal` (through
+    /// `io`).
+    pub fn open(
+        dir: &Path,
+        groups: u16,
+        options: WalOptions,
+        io: Arc<dyn Io>,
+        meta_io: Arc<dyn Io>,
+    ) -> Result<SharedWal, String> {
         if groups == 0 || groups > RAFT_GROUPS_MAX {
             return Err(format!("a log holds 1 to {RAFT_GROUPS_MAX} Raft groups, not {groups}"));
         }
@@ -58,7 +65,7 @@ impl SharedWal {
         let mut metas = Vec::with_capacity(usize::from(groups));
         let mut indexes = Vec::with_capacity(usize::from(groups));
         for g in 0..groups {
-            let meta_file = MetaFile::for_group(dir, g);
+            let meta_file = MetaFile::for_group(dir, g).with_io(meta_io.clone());
             let meta = meta_file.load().map_err(|e| e.to_string())?;
             let mut index = LogIndex::with_cache_share(usize::from(groups));
             if let Some(p) = meta.last_purged {

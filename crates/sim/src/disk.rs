@@ -13,12 +13,13 @@
 //! simulated one would make the simulation slow for nothing.
 //!
 //! The WAL goes through `Io` with a [`Gate`], which orders its calls
-//! against the rest of the run. Message bodies and snapshots go through a
-//! second, ungated `SimIo` of the same incarnation ([`SimIo::ungated`]):
-//! bodies are never synced but before a snapshot, so a crash drops (or
-//! tears) the bodies of every entry applied since the last snapshot, and
-//! replay must write them again. The Raft meta files (votes), file
-//! creation, renames and cuts use `std` and survive a crash as done.
+//! against the rest of the run. Message bodies, snapshots, staged snapshot
+//! segments and the Raft meta files (votes) go through a second, ungated
+//! `SimIo` of the same incarnation ([`SimIo::ungated`]): bodies are never
+//! synced but before a snapshot, so a crash drops (or tears) the bodies of
+//! every entry applied since the last snapshot, and replay must write them
+//! again. File creation, renames and cuts use `std` and survive a crash as
+//! done.
 
 use std::collections::BTreeMap;
 use std::fs::File;

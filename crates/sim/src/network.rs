@@ -37,7 +37,6 @@ use openraft::{BasicNode, Snapshot};
 use parking_lot::Mutex;
 use regina_consensus::types::Vote;
 use regina_consensus::{Raft, SharedState, TypeConfig};
-use regina_storage::BodyStore;
 use tokio::sync::oneshot;
 use tokio::time::{sleep, Instant};
 
@@ -385,15 +384,13 @@ impl RaftNetwork<TypeConfig> for SimPeer {
 /// Copies every body segment of the sender into the receiver's staging
 /// directory for snapshot `id`, as the HTTP transport does.
 fn stage_bodies(from: &SharedState, to: &SharedState, id: &str) -> std::io::Result<()> {
-    let dir = to.staging_dir(id).ok_or_else(|| std::io::Error::other(format!("{id:?} is not a snapshot id")))?;
-    std::fs::create_dir_all(&dir)?;
     for segment in from.bodies.segments()? {
         let bytes = match from.bodies.read_segment(segment) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        BodyStore::stage_segment(&dir, segment, &bytes)?;
+        to.stage_body_segment(id, segment, &bytes)?;
     }
     Ok(())
 }

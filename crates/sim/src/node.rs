@@ -156,7 +156,8 @@ impl Node {
         // gate then knows that a batch is everything queued (see `gate`).
         let options =
             WalOptions { segment_bytes: WAL_SEGMENT_BYTES, max_batch_bytes: u64::MAX, ..WalOptions::default() };
-        let mut logs = LogStore::open_groups(&self.dir.path().join("raft"), ctx.groups, options, io.clone())
+        let raft_dir = self.dir.path().join("raft");
+        let mut logs = LogStore::open_groups_with_meta_io(&raft_dir, ctx.groups, options, io.clone(), files.clone())
             .map_err(|e| format!("node {} cannot open its log: {e}", self.id))?;
         if ctx.swap_groups && self.incarnation > 1 && logs.len() > 1 {
             logs.swap(0, 1);
