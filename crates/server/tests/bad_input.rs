@@ -667,3 +667,44 @@ fn a_refusal_names_its_field() {
         assert!(!v.to_string().contains("\"f\""), "nothing refused was stored: {v}");
     });
 }
+
+/// Refusals made by a route's own rules (names, ranges, enumerations), not
+/// by the body's shape, name their field too.
+#[test]
+fn a_rule_refusal_names_its_field() {
+    paused::run(async {
+        let broker = PausedNode::start().await;
+        let base = broker.base();
+        let c = support::client();
+        for (path, body, field) in [
+            ("/api/v1/configure", json!({ "queue": "f", "options": { "retryLimit": -3 } }), "options.retryLimit"),
+            (
+                "/api/v1/configure",
+                json!({ "queue": "f", "options": { "dlqAfterMaxRetries": 3 } }),
+                "options.dlqAfterMaxRetries",
+            ),
+            ("/api/v1/configure", json!({ "queue": "f\u{1}" }), "queue"),
+            ("/api/v1/configure", json!({ "queue": "f", "mode": "sideways" }), "mode"),
+            ("/api/v1/push", json!({ "items": [] }), "items"),
+            ("/api/v1/push", json!({ "items": [{ "queue": "", "payload": {} }] }), "items[0].queue"),
+            (
+                "/api/v1/push",
+                json!({ "items": [{ "queue": "q", "partition": "p\u{7}", "payload": {} }] }),
+                "items[0].partition",
+            ),
+            (
+                "/api/v1/ack/batch",
+                json!({ "acknowledgments": [{ "transactionId": "t", "partitionId": "1", "status": "maybe" }] }),
+                "acknowledgments[0].status",
+            ),
+        ] {
+            let (status, v) = post_raw(&c, &format!("{base}{path}"), serde_json::to_vec(&body).unwrap()).await;
+            assert!((400..500).contains(&status), "{path} {body}: {status} {v}");
+            assert_eq!(v["field"], json!(field), "{path} {body}: {v}");
+        }
+        let long = "g".repeat(10_000);
+        let pop = format!("{base}/api/v1/pop/queue/f?consumerGroup={long}&wait=false");
+        let (status, v) = send_raw(&c, reqwest::Method::GET, &pop, None).await;
+        assert_eq!((status, v["field"].clone()), (413, json!("consumerGroup")), "{v}");
+    });
+}

@@ -46,6 +46,13 @@ impl NameError {
     pub fn is_too_long(&self) -> bool {
         matches!(self, NameError::TooLong(..))
     }
+
+    /// The field the refused name came in.
+    pub fn field(&self) -> &'static str {
+        match self {
+            NameError::Empty(k) | NameError::TooLong(k, _) | NameError::ControlCharacter(k) => k.field(),
+        }
+    }
 }
 
 impl std::fmt::Display for NameError {

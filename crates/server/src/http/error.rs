@@ -59,13 +59,12 @@ impl ApiError {
         ApiError::new(codes::INTERNAL, message)
     }
 
-    /// A name failed its rules: too long is 413, anything else 400.
+    /// A name failed its rules: too long is 413, anything else 400; the
+    /// answer names the field the name came in.
     pub fn from_name(e: regina_types::NameError) -> Self {
-        if e.is_too_long() {
-            Self::name_too_long(e.to_string())
-        } else {
-            Self::bad_request(e.to_string())
-        }
+        let refusal =
+            if e.is_too_long() { Self::name_too_long(e.to_string()) } else { Self::bad_request(e.to_string()) };
+        refusal.at_field(e.field())
     }
 }
 

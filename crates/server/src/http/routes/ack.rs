@@ -118,25 +118,29 @@ async fn settle(node: Arc<Replica>, acks: Vec<AckBody>, group: Option<String>) -
 }
 
 pub(crate) fn judge(i: usize, a: &AckBody) -> ApiResult<Judged> {
-    let at = |m: &str| ApiError::bad_request(format!("acknowledgments[{i}]: {m}"));
+    let at = |field: &str, m: &str| {
+        ApiError::bad_request(format!("acknowledgments[{i}]: {m}")).at_field(format!("acknowledgments[{i}].{field}"))
+    };
     if a.transaction_id.is_empty() || a.transaction_id.len() > TRANSACTION_ID_BYTES_MAX {
-        return Err(at("transactionId must be a non-empty string within the limit"));
+        return Err(at("transactionId", "transactionId must be a non-empty string within the limit"));
     }
     let pid = match &a.partition_id {
         serde_json::Value::String(s) => s.parse::<u64>().ok(),
         serde_json::Value::Number(n) => n.as_u64(),
-        _ => return Err(at("partitionId must be a string")),
+        _ => return Err(at("partitionId", "partitionId must be a string")),
     };
     let status = match a.status.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("completed") | Some("complete") | Some("success") | Some("") => AckStatus::Completed,
         Some("failed") | Some("fail") | Some("failure") => AckStatus::Failed,
         Some("retry") => AckStatus::Retry,
         Some("dlq") => AckStatus::Dlq,
-        Some(other) => return Err(at(&format!("status {other:?} is not one of completed, failed, retry, dlq"))),
+        Some(other) => {
+            return Err(at("status", &format!("status {other:?} is not one of completed, failed, retry, dlq")))
+        }
     };
     if let Some(l) = &a.lease_id {
         if l.len() > LEASE_ID_BYTES_MAX {
-            return Err(at("leaseId is too long"));
+            return Err(at("leaseId", "leaseId is too long"));
         }
     }
     let Some(partition_id) = pid else {
@@ -183,7 +187,8 @@ pub async fn extend_lease(
         None => None,
         Some(s) if (1..=LEASE_SECONDS_MAX).contains(&s) => Some(s * 1000),
         Some(s) => {
-            return Err(ApiError::bad_request(format!("seconds must be from 1 to {LEASE_SECONDS_MAX}, not {s}")));
+            return Err(ApiError::bad_request(format!("seconds must be from 1 to {LEASE_SECONDS_MAX}, not {s}"))
+                .at_field("seconds"));
         }
     };
     if lease_id.is_empty() || lease_id.len() > LEASE_ID_BYTES_MAX || lease_id.chars().any(char::is_control) {

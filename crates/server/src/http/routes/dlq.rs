@@ -28,7 +28,7 @@ pub async fn read(State(node): State<Arc<Replica>>, RawQuery(q): RawQuery) -> Ap
             None => Ok(None),
             Some(v) => parse_iso(v)
                 .map(Some)
-                .ok_or_else(|| ApiError::bad_request(format!("{key} {v:?} is not an ISO-8601 time"))),
+                .ok_or_else(|| ApiError::bad_request(format!("{key} {v:?} is not an ISO-8601 time")).at_field(key)),
         }
     };
     let (from, to) = (time("from")?, time("to")?);

@@ -97,10 +97,10 @@ fn parse(node: &Replica, target: PopTarget, raw: Option<&str>) -> ApiResult<PopR
         query_bool(&pairs, "autoAck")?.unwrap_or(false) || query_bool(&pairs, "commitOnDelivery")?.unwrap_or(false);
     let conflation = query_bool(&pairs, "conflation")?.unwrap_or(false);
     if conflation && group == QUEUE_MODE_GROUP {
-        return Err(ApiError::bad_request("conflation needs a consumerGroup"));
+        return Err(ApiError::bad_request("conflation needs a consumerGroup").at_field("consumerGroup"));
     }
     if conflation && auto_ack {
-        return Err(ApiError::bad_request("conflation cannot be combined with autoAck"));
+        return Err(ApiError::bad_request("conflation cannot be combined with autoAck").at_field("conflation"));
     }
     let subscription = subscription(&pairs, group == QUEUE_MODE_GROUP, node.stamp())?;
     let cmd = PopCmd {
@@ -130,6 +130,7 @@ fn subscription(pairs: &[(String, String)], queue_mode: bool, now: u64) -> ApiRe
         }
         let ms = parse_iso(from).ok_or_else(|| {
             ApiError::bad_request(format!("subscriptionFrom {from:?} is not `now` or an ISO-8601 time"))
+                .at_field("subscriptionFrom")
         })?;
         return Ok(Subscription::From(ms.min(now)));
     }
@@ -140,7 +141,8 @@ fn subscription(pairs: &[(String, String)], queue_mode: bool, now: u64) -> ApiRe
             "new" | "new-only" | "new_only" | "latest" => Ok(Subscription::New),
             other => Err(ApiError::bad_request(format!(
                 "subscriptionMode {other:?} is not one of all, from_beginning, new, new-only"
-            ))),
+            ))
+            .at_field("subscriptionMode")),
         },
     }
 }

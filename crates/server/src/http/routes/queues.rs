@@ -26,8 +26,8 @@ pub async fn configure(State(node): State<Arc<Replica>>, body: Result<Bytes, Byt
     let b: Map<String, Value> = json_body(&bytes, false)?;
     let queue = match b.get("queue") {
         Some(Value::String(q)) => q.clone(),
-        Some(_) => return Err(ApiError::bad_request("queue must be a string")),
-        None => return Err(ApiError::bad_request("queue is required")),
+        Some(_) => return Err(ApiError::bad_request("queue must be a string").at_field("queue")),
+        None => return Err(ApiError::bad_request("queue is required").at_field("queue")),
     };
     validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
     // Labels may come at the top level or inside `options`; the top level wins.
@@ -47,12 +47,12 @@ pub async fn configure(State(node): State<Arc<Replica>>, body: Result<Bytes, Byt
         None | Some(Value::Null) => false,
         Some(Value::String(m)) if m == "merge" => false,
         Some(Value::String(m)) if m == "replace" => true,
-        Some(_) => return Err(ApiError::bad_request("mode must be \"merge\" or \"replace\"")),
+        Some(_) => return Err(ApiError::bad_request("mode must be \"merge\" or \"replace\"").at_field("mode")),
     };
     let options = match b.get("options") {
         None | Some(Value::Null) => OptionsPatch::default(),
         Some(Value::Object(o)) => patch(o)?,
-        Some(_) => return Err(ApiError::bad_request("options must be an object")),
+        Some(_) => return Err(ApiError::bad_request("options must be an object").at_field("options")),
     };
     let policy = match b.get("options") {
         Some(Value::Object(o)) => timer_policy(o)?,
@@ -99,7 +99,7 @@ fn label(b: &Map<String, Value>, key: &str, kind: NameKind) -> ApiResult<Option<
             validate_name(kind, s).map_err(ApiError::from_name)?;
             Ok(Some(Some(s.clone())))
         }
-        Some(_) => Err(ApiError::bad_request(format!("{key} must be a string or null"))),
+        Some(_) => Err(ApiError::bad_request(format!("{key} must be a string or null")).at_field(key)),
     }
 }
 
@@ -111,7 +111,8 @@ fn option_int(o: &Map<String, Value>, key: &str, min: u64, max: u64, default: u6
         Some(Value::Null) => Ok(Some(default)),
         Some(v) => match v.as_u64() {
             Some(n) if n >= min && n <= max => Ok(Some(n)),
-            _ => Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}"))),
+            _ => Err(ApiError::bad_request(format!("options.{key} must be an integer from {min} to {max}, not {v}"))
+                .at_field(format!("options.{key}"))),
         },
     }
 }
@@ -126,7 +127,8 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
             None => Ok(None),
             Some(Value::Null) => Ok(Some(default)),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(ApiError::bad_request(format!("options.{key} must be true or false, not {v}"))),
+            Some(v) => Err(ApiError::bad_request(format!("options.{key} must be true or false, not {v}"))
+                .at_field(format!("options.{key}"))),
         }
     };
     let priority = match o.get("priority") {
@@ -134,6 +136,7 @@ fn patch(o: &Map<String, Value>) -> ApiResult<OptionsPatch> {
         Some(Value::Null) => Some(0),
         Some(v) => Some(v.as_i64().filter(|p| p.abs() <= 1_000_000).ok_or_else(|| {
             ApiError::bad_request(format!("options.priority must be an integer from -1000000 to 1000000, not {v}"))
+                .at_field("options.priority")
         })?),
     };
     Ok(OptionsPatch {
@@ -180,7 +183,8 @@ fn clamped(key: &str, min: u64, max: u64, o: &Map<String, Value>) -> ApiResult<O
             Some(n) => Ok(Some((n.max(0) as u64).clamp(min, max))),
             None => match v.as_u64() {
                 Some(n) => Ok(Some(n.clamp(min, max))),
-                None => Err(ApiError::bad_request(format!("options.{key} must be an integer, not {v}"))),
+                None => Err(ApiError::bad_request(format!("options.{key} must be an integer, not {v}"))
+                    .at_field(format!("options.{key}"))),
             },
         },
     }

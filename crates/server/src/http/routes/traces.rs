@@ -47,13 +47,16 @@ pub async fn record(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesR
         Value::Number(n) => n.as_u64(),
         _ => None,
     }
-    .ok_or_else(|| ApiError::bad_request("partitionId must be a partition id string"))?;
+    .ok_or_else(|| ApiError::bad_request("partitionId must be a partition id string").at_field("partitionId"))?;
     if b.transaction_id.is_empty() || b.transaction_id.len() > regina_types::limits::TRANSACTION_ID_BYTES_MAX {
-        return Err(ApiError::bad_request("transactionId must be a non-empty string within the limit"));
+        return Err(ApiError::bad_request("transactionId must be a non-empty string within the limit")
+            .at_field("transactionId"));
     }
     let names = b.trace_names.unwrap_or_default();
     if names.len() > TRACE_NAMES_MAX {
-        return Err(ApiError::bad_request(format!("at most {TRACE_NAMES_MAX} traceNames per event")));
+        return Err(
+            ApiError::bad_request(format!("at most {TRACE_NAMES_MAX} traceNames per event")).at_field("traceNames")
+        );
     }
     for n in &names {
         validate_name(NameKind::Task, n).map_err(ApiError::from_name)?;
@@ -103,7 +106,8 @@ pub async fn for_message(
     State(node): State<Arc<Replica>>,
     Path((pid, txn)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let partition_id: u64 = pid.parse().map_err(|_| ApiError::bad_request("partitionId must be a partition id"))?;
+    let partition_id: u64 =
+        pid.parse().map_err(|_| ApiError::bad_request("partitionId must be a partition id").at_field("partitionId"))?;
     let m = node.tenant_state();
     let traces: Vec<Value> = m.traces.for_message(partition_id, &txn).map(row).collect();
     Ok(axum::Json(json!({ "traces": traces, "total": traces.len() })).into_response())

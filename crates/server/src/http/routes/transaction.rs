@@ -73,7 +73,8 @@ fn parse_op<'a>(i: usize, raw: &'a RawValue) -> ApiResult<OpBody<'a>> {
     match t.kind {
         "push" => Ok(OpBody::Push { items: serde_json::from_str::<PushOp>(raw.get()).map_err(bad)?.items }),
         "ack" => Ok(OpBody::Ack(serde_json::from_str(raw.get()).map_err(bad)?)),
-        other => Err(ApiError::bad_request(format!("operations[{i}]: type {other:?} is not push or ack"))),
+        other => Err(ApiError::bad_request(format!("operations[{i}]: type {other:?} is not push or ack"))
+            .at_field(format!("operations[{i}].type"))),
     }
 }
 
@@ -102,7 +103,7 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
         };
     if b.operations.is_empty() && b.kv.is_empty() && timer_ops.is_empty() && binary_pushes.is_empty() && jobs.is_empty()
     {
-        return Err(ApiError::bad_request("a transaction needs at least one operation"));
+        return Err(ApiError::bad_request("a transaction needs at least one operation").at_field("operations"));
     }
     let kv = match parse_ops(&b.kv, Scope::Transaction) {
         Ok(kv) => kv,
@@ -122,7 +123,8 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
         ops.push(TxnOp::Push(item));
     }
     if ops.len() > PUSH_ITEMS_MAX {
-        return Err(ApiError::too_large(format!("{} operations; the limit is {PUSH_ITEMS_MAX}", ops.len())));
+        return Err(ApiError::too_large(format!("{} operations; the limit is {PUSH_ITEMS_MAX}", ops.len()))
+            .at_field("operations"));
     }
     crate::http::routes::push::seal_items(
         &node,

@@ -145,10 +145,9 @@ pub async fn lagging(State(node): State<Arc<Replica>>, RawQuery(q): RawQuery) ->
     let min = match param(&pairs, "minLagSeconds") {
         None => MIN_LAG_DEFAULT_S,
         // A negative threshold asks for every lane that owes anything.
-        Some(v) => v
-            .parse::<i64>()
-            .map(|n| n.max(0) as u64)
-            .map_err(|_| ApiError::bad_request(format!("minLagSeconds must be an integer, not {v:?}")))?,
+        Some(v) => v.parse::<i64>().map(|n| n.max(0) as u64).map_err(|_| {
+            ApiError::bad_request(format!("minLagSeconds must be an integer, not {v:?}")).at_field("minLagSeconds")
+        })?,
     };
     let rows = {
         let m = node.tenant_state();

@@ -52,6 +52,7 @@ pub async fn list(State(node): State<Arc<Replica>>, RawQuery(q): RawQuery) -> Ap
         None => None,
         Some(s) => Some(MessageStatus::parse(s).ok_or_else(|| {
             ApiError::bad_request(format!("status must be pending, processing, completed or dead_letter, not {s:?}"))
+                .at_field("status")
         })?),
     };
     let filter = MessageFilter {

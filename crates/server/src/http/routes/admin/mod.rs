@@ -85,9 +85,9 @@ fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
 fn param_time(pairs: &[(String, String)], key: &str) -> ApiResult<Option<u64>> {
     match param(pairs, key) {
         None => Ok(None),
-        Some(v) => {
-            parse_iso(v).map(Some).ok_or_else(|| ApiError::bad_request(format!("{key} {v:?} is not an ISO-8601 time")))
-        }
+        Some(v) => parse_iso(v)
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("{key} {v:?} is not an ISO-8601 time")).at_field(key)),
     }
 }
 

@@ -80,7 +80,8 @@ pub async fn fetch(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRe
     let bytes = body_bytes(body)?;
     let req: FetchBody = json_body(&bytes, false)?;
     if req.entries.len() > ENTRIES_MAX {
-        return Err(ApiError::bad_body(format!("at most {ENTRIES_MAX} entries per call, got {}", req.entries.len())));
+        return Err(ApiError::bad_body(format!("at most {ENTRIES_MAX} entries per call, got {}", req.entries.len()))
+            .at_field("entries"));
     }
     let call_bytes = budget(req.max_bytes, CALL_BYTES_MAX, CALL_BYTES_MAX, "maxBytes")?;
     let asks = asks_of(&req.entries)?;
@@ -196,7 +197,8 @@ pub async fn changed(State(node): State<Arc<Replica>>, body: Result<Bytes, Bytes
     let bytes = body_bytes(body)?;
     let req: ChangedBody = json_body(&bytes, false)?;
     if req.entries.len() > ENTRIES_MAX {
-        return Err(ApiError::bad_body(format!("at most {ENTRIES_MAX} entries per call, got {}", req.entries.len())));
+        return Err(ApiError::bad_body(format!("at most {ENTRIES_MAX} entries per call, got {}", req.entries.len()))
+            .at_field("entries"));
     }
     let mut asks = Vec::with_capacity(req.entries.len());
     for e in &req.entries {

@@ -31,23 +31,25 @@ enum IdField {
 fn partition_id(field: &str, id: Option<IdField>) -> ApiResult<u64> {
     match id {
         Some(IdField::Number(n)) => Ok(n),
-        Some(IdField::Text(s)) if !s.is_empty() => s
-            .parse()
-            .map_err(|_| ApiError::bad_request(format!("{field} {s:?} is not a partition id (a decimal number)"))),
-        _ => Err(ApiError::bad_request(format!("{field} is required"))),
+        Some(IdField::Text(s)) if !s.is_empty() => s.parse().map_err(|_| {
+            ApiError::bad_request(format!("{field} {s:?} is not a partition id (a decimal number)")).at_field(field)
+        }),
+        _ => Err(ApiError::bad_request(format!("{field} is required")).at_field(field)),
     }
 }
 
 fn required<'a>(field: &str, v: &'a Option<String>) -> ApiResult<&'a str> {
-    v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| ApiError::bad_request(format!("{field} is required")))
+    v.as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("{field} is required")).at_field(field))
 }
 
 fn text_field(field: &str, v: &str, max: usize) -> ApiResult<()> {
     if v.len() > max {
-        return Err(ApiError::too_large(format!("{field} is {} bytes; the limit is {max}", v.len())));
+        return Err(ApiError::too_large(format!("{field} is {} bytes; the limit is {max}", v.len())).at_field(field));
     }
     if v.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(format!("{field} holds a control character")));
+        return Err(ApiError::bad_request(format!("{field} holds a control character")).at_field(field));
     }
     Ok(())
 }
@@ -136,11 +138,9 @@ pub fn state_get(bytes: &[u8]) -> ApiResult<StateGet> {
     }
     let ripe_at_or_before = match b.ripe_at_or_before {
         None => None,
-        Some(n) => Some(
-            n.as_i64()
-                .or_else(|| n.as_f64().map(|f| f.floor() as i64))
-                .ok_or_else(|| ApiError::bad_request("ripe_at_or_before must be a number of ms"))?,
-        ),
+        Some(n) => Some(n.as_i64().or_else(|| n.as_f64().map(|f| f.floor() as i64)).ok_or_else(|| {
+            ApiError::bad_request("ripe_at_or_before must be a number of ms").at_field("ripe_at_or_before")
+        })?),
     };
     Ok(StateGet {
         query_id,
@@ -181,11 +181,13 @@ pub fn partitions(bytes: &[u8]) -> ApiResult<Partitions> {
         a => Some(partition_id("after", a)?),
     };
     let untouched_for_ms = match b.untouched_for_ms {
-        Some(ms) if ms < 0 => return Err(ApiError::bad_request("untouched_for_ms must not be negative")),
+        Some(ms) if ms < 0 => {
+            return Err(ApiError::bad_request("untouched_for_ms must not be negative").at_field("untouched_for_ms"))
+        }
         ms => ms.map(|m| m as u64),
     };
     let limit = match b.limit {
-        Some(0) => return Err(ApiError::bad_request("limit must be at least 1")),
+        Some(0) => return Err(ApiError::bad_request("limit must be at least 1").at_field("limit")),
         Some(n) => (n as usize).min(STREAM_PARTITIONS_PAGE_MAX),
         None => STREAM_PARTITIONS_PAGE_MAX,
     };
@@ -336,9 +338,13 @@ pub fn cycle(bytes: &[u8]) -> ApiResult<CycleCmd> {
 }
 
 fn state_op(i: usize, op: &StateOpBody) -> ApiResult<StateOp> {
-    let key = op.key.as_deref().ok_or_else(|| ApiError::bad_request(format!("state_ops[{i}].key is required")))?;
+    let key = op.key.as_deref().ok_or_else(|| {
+        ApiError::bad_request(format!("state_ops[{i}].key is required")).at_field(format!("state_ops[{i}].key"))
+    })?;
     if key.is_empty() {
-        return Err(ApiError::bad_request(format!("state_ops[{i}].key is empty")));
+        return Err(
+            ApiError::bad_request(format!("state_ops[{i}].key is empty")).at_field(format!("state_ops[{i}].key"))
+        );
     }
     if key.len() > STREAM_STATE_KEY_BYTES_MAX {
         return Err(ApiError::too_large(format!(
@@ -348,9 +354,10 @@ fn state_op(i: usize, op: &StateOpBody) -> ApiResult<StateOp> {
     }
     match op.kind.as_deref() {
         Some("upsert") => {
-            let value = op
-                .value
-                .ok_or_else(|| ApiError::bad_request(format!("state_ops[{i}].value is required for an upsert")))?;
+            let value = op.value.ok_or_else(|| {
+                ApiError::bad_request(format!("state_ops[{i}].value is required for an upsert"))
+                    .at_field(format!("state_ops[{i}].value"))
+            })?;
             let text = value.get().as_bytes();
             if text.len() > STREAM_STATE_VALUE_BYTES_MAX {
                 return Err(ApiError::too_large(format!(
@@ -362,21 +369,26 @@ fn state_op(i: usize, op: &StateOpBody) -> ApiResult<StateOp> {
             Ok(StateOp::Upsert { key: key.to_string(), value: text.to_vec(), window_end: window_end(value) })
         }
         Some("delete") => Ok(StateOp::Delete { key: key.to_string() }),
-        Some(other) => Err(ApiError::bad_request(format!("state_ops[{i}].type {other:?} is not upsert or delete"))),
-        None => Err(ApiError::bad_request(format!("state_ops[{i}].type is required"))),
+        Some(other) => Err(ApiError::bad_request(format!("state_ops[{i}].type {other:?} is not upsert or delete"))
+            .at_field(format!("state_ops[{i}].type"))),
+        None => {
+            Err(ApiError::bad_request(format!("state_ops[{i}].type is required"))
+                .at_field(format!("state_ops[{i}].type")))
+        }
     }
 }
 
 fn ack(a: AckBody) -> ApiResult<CycleAck> {
     let lease_id = required("ack.leaseId", &a.lease_id)?.to_string();
     let count = match a.count.unwrap_or(0) {
-        n if n < 0 => return Err(ApiError::bad_request("ack.count must not be negative")),
+        n if n < 0 => return Err(ApiError::bad_request("ack.count must not be negative").at_field("ack.count")),
         n => n as u64,
     };
     let transaction_id = a.transaction_id.unwrap_or_default();
     let ok = status_is_ok(a.status.as_deref());
     if ok && transaction_id.is_empty() && count > 0 {
-        return Err(ApiError::bad_request("ack.transactionId is required when ack.count is above 0"));
+        return Err(ApiError::bad_request("ack.transactionId is required when ack.count is above 0")
+            .at_field("ack.transactionId"));
     }
     Ok(CycleAck { transaction_id, lease_id, ok, count })
 }
