@@ -204,24 +204,36 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             encoded.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
         // A snapshot that finds no space waits for it: openraft builds it
         // apart from applying, and giving up would stop the group.
-        let mut pause = regina_storage::space::SPACE_RETRY_FIRST_MS;
-        loop {
-            let (shared, bytes, head) = (self.shared.clone(), data.clone(), meta.clone());
-            let saved = tokio::task::spawn_blocking(move || shared.save_snapshot(&head, &bytes))
-                .await
-                .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
-            match saved {
-                Ok(()) => break,
-                Err(e) if regina_storage::is_out_of_space(&e) => {
-                    tracing::warn!(error = %e, "no space to save a snapshot; retrying until space is back");
-                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                    pause = (pause * 2).min(regina_storage::space::SPACE_RETRY_MAX_MS);
-                }
-                Err(e) => return Err(StorageIOError::write_snapshot(Some(meta.signature()), &e).into()),
-            }
-        }
+        let (shared, head) = (self.shared.clone(), meta.clone());
+        let bytes = data.clone();
+        until_space_is_there("save a snapshot", move || shared.save_snapshot(&head, &bytes))
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         let data = Arc::try_unwrap(data).unwrap_or_else(|shared| shared.as_ref().clone());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+    }
+}
+
+/// Runs `f` on a blocking thread until it succeeds or fails for a reason
+/// other than lack of space, waiting 10 ms to 500 ms between tries: a
+/// snapshot that finds the disk full waits for space rather than failing
+/// its group (openraft stops a group whose storage fails).
+async fn until_space_is_there<F>(what: &'static str, f: F) -> std::io::Result<()>
+where
+    F: Fn() -> std::io::Result<()> + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    let mut pause = regina_storage::space::SPACE_RETRY_FIRST_MS;
+    loop {
+        let attempt = f.clone();
+        match tokio::task::spawn_blocking(move || attempt()).await.map_err(std::io::Error::other)? {
+            Err(e) if regina_storage::is_out_of_space(&e) => {
+                tracing::warn!(error = %e, "no space to {what}; retrying until space is back");
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                pause = (pause * 2).min(regina_storage::space::SPACE_RETRY_MAX_MS);
+            }
+            done => return done,
+        }
     }
 }
 
@@ -282,11 +294,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             self.shared.bodies.adopt(&staged).map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
         }
         self.shared.bodies.truncate_from(state.next_body_pos).map_err(|e| StorageIOError::write_snapshot(sig, &e))?;
+        // Bodies sit at the same positions on every replica, so the ones
+        // adopted also serve the state in place until it is swapped below,
+        // however long the save waits for space.
         let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
-        self.shared
-            .snapshots
-            .save(&meta.snapshot_id, &head, &data)
+        let (shared, id, bytes) = (self.shared.clone(), meta.snapshot_id.clone(), Arc::new(data));
+        let saved = bytes.clone();
+        until_space_is_there("install a snapshot", move || shared.snapshots.save(&id, &head, &saved))
+            .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        drop(bytes);
         let mut m = self.shared.machine.write();
         m.state = state;
         m.last_applied = meta.last_log_id;
