@@ -1,7 +1,7 @@
 //! Command-line settings of a run.
 
 pub const USAGE: &str =
-    "usage: regina-bench <push|consume|e2e|kv|partitions|scale|fill|wait-ready|txn|timers|jobs> [--url U] \
+    "usage: regina-bench <push|consume|e2e|kv|partitions|scale|fill|wait-ready|txn|timers|jobs|redis-push|redis-consume> [--url U] \
 [--seconds S] [--producers P] [--consumers C] [--groups G] [--batch B] [--payload BYTES] \
 [--partitions N] [--messages N] [--queue NAME] [--rate MSG_PER_S] [--ratio READS] [--keys K] [--pid P] \
 [--steps N,N,...] [--pops N] [--pending N] [--workers W] [--tenants N] [--follow-leader on|off] \

@@ -12,6 +12,8 @@ pub mod jobs;
 pub mod kv;
 pub mod partitions;
 pub mod progress;
+pub mod redis;
+pub mod resp;
 pub mod scale;
 pub mod scenarios;
 pub mod stats;
@@ -50,6 +52,8 @@ async fn scenario(a: &args::Args) -> Result<Value, String> {
         "txn" => txn::run(a).await,
         "timers" => timers::run(a).await,
         "jobs" => jobs::run(a).await,
+        "redis-push" => redis::push(a).await,
+        "redis-consume" => redis::consume(a).await,
         "chart" => chart::runs::run(a),
         other => Err(format!("unknown scenario {other:?}")),
     }

@@ -24,6 +24,10 @@
 //!   each claim and complete one job at a time; jobs per second, claim and
 //!   complete latency, and broker resident memory per pending job.
 //!
+//! - `redis-push`, `redis-consume`: the same shapes against Redis streams
+//!   (`--url redis://HOST:PORT`): pipelined `XADD`s; `XREADGROUP` + `XACK`
+//!   (see `redis`).
+//!
 //! `chart` is not a scenario: it reads reports collected from earlier runs
 //! (`--input`) and draws SVG charts of them into `--out`; the input format
 //! is described in `chart::runs`.
