@@ -122,6 +122,20 @@ def table(results, rounds):
     return "\n".join(lines)
 
 
+def instructions(root):
+    """Broker instructions per message, from scripts/bench-instructions.py."""
+    out = subprocess.run([sys.executable, os.path.join(root, "scripts/bench-instructions.py"), "--root", root],
+                         capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        sys.exit(f"bench-peers: counting instructions failed: {out.stderr.strip()[-400:]}")
+    r = json.loads(out.stdout)
+    return (f"Broker instructions per message ({r['counter']}, the difference of runs of "
+            f"{r['messages'][0]:,} and {r['messages'][1]:,} messages; stable across runs where seconds "
+            f"are not): pushed (batch 100, 1,000 partitions) **{r['instructionsPerPushedMessage']:,}**; "
+            f"consumed (pop 100 + ack, 8 consumers) **{r['instructionsPerConsumedMessage']:,}** "
+            f"(`scripts/bench-instructions.py`).")
+
+
 def write_docs(path, text, command):
     doc = open(path).read()
     block = f"{BEGIN}\n{text}\n\nCommand: `{command}`\n{END}"
@@ -141,6 +155,7 @@ def main():
     p.add_argument("--connections", default="16")
     p.add_argument("--shapes", default="push1,push10,push100,consume1,consume3")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--no-instructions", action="store_true")
     a = p.parse_args()
     shapes = a.shapes.split(",")
     conns = [int(c) for c in a.connections.split(",")]
@@ -154,6 +169,8 @@ def main():
                 results[label(shape, c)][system].append(rate)
                 print(f"round {rnd + 1}: {label(shape, c)}: {system} {rate:,.0f} msg/s", file=sys.stderr)
     text = table(results, a.rounds)
+    if not a.no_instructions:
+        text += "\n\n" + instructions(a.root)
     print(text)
     os.makedirs(os.path.join(a.root, "target/bench"), exist_ok=True)
     json.dump(results, open(os.path.join(a.root, "target/bench/peers.json"), "w"), indent=1)
