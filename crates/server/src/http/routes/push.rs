@@ -1,6 +1,7 @@
 //! `POST /api/v1/push` (JSON): one log entry for the whole request, one
 //! answer per item in request order.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -8,19 +9,18 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
 
 use regina_state::command::{PushCmd, PushItem};
-use regina_state::outcome::PushStatus;
+use regina_state::outcome::{PushResult, PushStatus};
 use regina_state::{Command, Outcome};
 use regina_types::limits::{PAYLOAD_BYTES_MAX, PUSH_ITEMS_MAX, TRANSACTION_ID_BYTES_MAX};
 use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
-use crate::http::render::uuid_string;
 use crate::http::routes::binary;
 use regina_node::Replica;
 
@@ -33,13 +33,16 @@ struct PushBody<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ItemBody<'a> {
-    pub(crate) queue: String,
-    #[serde(default)]
-    partition: Option<String>,
+    // Borrowed from the body where no escape forces a copy: an item's
+    // names are copied once, into the `PushItem`.
+    #[serde(borrow)]
+    pub(crate) queue: Cow<'a, str>,
+    #[serde(default, borrow)]
+    partition: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     payload: Option<&'a RawValue>,
-    #[serde(default)]
-    transaction_id: Option<String>,
+    #[serde(default, borrow)]
+    transaction_id: Option<Cow<'a, str>>,
     #[serde(default)]
     trace_id: Option<serde_json::Value>,
 }
@@ -50,8 +53,9 @@ pub async fn push(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRej
         return push_binary(node, &bytes).await;
     }
     let items = json_items(&bytes)?;
-    let results = store(&node, items.clone()).await?;
-    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+    let labels = labels(&items);
+    let results = store(&node, items).await?;
+    answer(&node, &labels, &results)
 }
 
 /// The items of a JSON push body, checked. The plain push does not store
@@ -71,13 +75,14 @@ async fn push_binary(node: Arc<Replica>, bytes: &[u8]) -> ApiResult<Response> {
     let (flags, parsed) = binary::parse_push(bytes).map_err(ApiError::bad_body)?;
     check_count(parsed.len())?;
     let items = parsed.into_iter().enumerate().map(|(i, b)| from_binary(i, b)).collect::<ApiResult<Vec<_>>>()?;
-    let results = store(&node, items.clone()).await?;
+    let labels = labels(&items);
+    let results = store(&node, items).await?;
     if flags & binary::FLAG_COUNTS != 0 {
         let queued = results.iter().filter(|r| r.status == PushStatus::Queued).count();
         let body = json!({ "count": results.len(), "queued": queued, "duplicate": results.len() - queued, "error": 0 });
         return Ok((StatusCode::CREATED, axum::Json(body)).into_response());
     }
-    Ok((StatusCode::CREATED, axum::Json(render(&node, &items, &results)?)).into_response())
+    answer(&node, &labels, &results)
 }
 
 fn check_count(n: usize) -> ApiResult<()> {
@@ -92,7 +97,7 @@ fn check_count(n: usize) -> ApiResult<()> {
     Ok(())
 }
 
-async fn store(node: &Replica, mut items: Vec<PushItem>) -> ApiResult<Vec<regina_state::outcome::PushResult>> {
+async fn store(node: &Replica, mut items: Vec<PushItem>) -> ApiResult<Vec<PushResult>> {
     seal_items(node, items.iter_mut());
     match node.propose(Command::Push(PushCmd { items })).await? {
         Outcome::Push(results) => Ok(results),
@@ -121,39 +126,71 @@ pub(crate) fn seal_items<'a>(node: &Replica, items: impl Iterator<Item = &'a mut
     }
 }
 
-/// The push answer: one element per item, in request order.
-fn render(node: &Replica, items: &[PushItem], results: &[regina_state::outcome::PushResult]) -> ApiResult<Vec<Value>> {
-    let mut out = Vec::with_capacity(results.len());
-    for (i, (r, item)) in results.iter().zip(items).enumerate() {
-        if r.status == PushStatus::Full {
-            // The clients surface a per-item failure only as `failed`.
-            out.push(json!({
-                "index": i,
-                "message_id": null,
-                "transaction_id": item.transaction_id,
-                "transactionId": item.transaction_id,
-                "queueName": item.queue,
-                "status": "failed",
-                "error": "queue is full: it holds maxSize messages",
-            }));
-            continue;
-        }
-        let id = match r.message_id {
-            Some(id) => id,
-            None => original_id(node, r.pos, r.len)?,
-        };
-        out.push(json!({
-            "index": i,
-            "message_id": uuid_string(&id),
-            "transaction_id": item.transaction_id,
-            "transactionId": item.transaction_id,
-            "queueName": item.queue,
-            "partitionId": r.partition_id.to_string(),
-            "offset": r.offset,
-            "status": if r.status == PushStatus::Queued { "queued" } else { "duplicate" },
-        }));
+/// What the answer names of each item: its transaction id and queue (the
+/// items themselves move into the log entry).
+fn labels(items: &[PushItem]) -> Vec<(String, String)> {
+    items.iter().map(|i| (i.transaction_id.clone(), i.queue.clone())).collect()
+}
+
+/// One element of the push answer, rendered straight to bytes.
+#[derive(Serialize)]
+struct ItemAnswer<'a> {
+    index: usize,
+    message_id: Option<Text<uuid::fmt::Hyphenated>>,
+    transaction_id: &'a str,
+    #[serde(rename = "transactionId")]
+    transaction_id_camel: &'a str,
+    #[serde(rename = "queueName")]
+    queue_name: &'a str,
+    #[serde(rename = "partitionId", skip_serializing_if = "Option::is_none")]
+    partition_id: Option<Text<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+}
+
+/// A value the answer spells as a JSON string (ids, partition ids),
+/// written without an intermediate `String`.
+struct Text<T>(T);
+
+impl<T: std::fmt::Display> Serialize for Text<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
     }
-    Ok(out)
+}
+
+/// The push answer (201): one element per item, in request order.
+fn answer(node: &Replica, labels: &[(String, String)], results: &[PushResult]) -> ApiResult<Response> {
+    let mut out = Vec::with_capacity(results.len());
+    for (i, (r, (txn, queue))) in results.iter().zip(labels).enumerate() {
+        let mut a = ItemAnswer {
+            index: i,
+            message_id: None,
+            transaction_id: txn,
+            transaction_id_camel: txn,
+            queue_name: queue,
+            partition_id: None,
+            offset: None,
+            status: "failed",
+            // The clients surface a per-item failure only as `failed`.
+            error: Some("queue is full: it holds maxSize messages"),
+        };
+        if r.status != PushStatus::Full {
+            let id = match r.message_id {
+                Some(id) => id,
+                None => original_id(node, r.pos, r.len)?,
+            };
+            a.message_id = Some(Text(uuid::Uuid::from_bytes(id).hyphenated()));
+            a.partition_id = Some(Text(r.partition_id));
+            a.offset = Some(r.offset);
+            a.status = if r.status == PushStatus::Queued { "queued" } else { "duplicate" };
+            a.error = None;
+        }
+        out.push(a);
+    }
+    Ok((StatusCode::CREATED, axum::Json(out)).into_response())
 }
 
 /// The id of an already stored message, read from its body (from what is

@@ -195,7 +195,7 @@ fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<(
             OpBody::Push { items } => {
                 for it in items {
                     ops.push(TxnOp::Push(to_item(ops.len(), it)?));
-                    labels.push(it.queue.clone());
+                    labels.push(it.queue.to_string());
                 }
             }
             OpBody::Ack(a) => {
