@@ -8,12 +8,34 @@ pub type Millis = u64;
 
 /// Formats `ms` as `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
 pub fn format_iso(ms: Millis) -> String {
-    let secs = ms / 1000;
-    let micros = (ms % 1000) * 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", y, m, d, rem / 3600, (rem % 3600) / 60, rem % 60, micros)
+    Iso(ms).to_string()
+}
+
+/// A time in milliseconds that displays as [`format_iso`] spells it, for
+/// writers that need no `String` of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iso(pub Millis);
+
+impl std::fmt::Display for Iso {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.0;
+        let secs = ms / 1000;
+        let micros = (ms % 1000) * 1000;
+        let days = (secs / 86_400) as i64;
+        let rem = secs % 86_400;
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+            y,
+            m,
+            d,
+            rem / 3600,
+            (rem % 3600) / 60,
+            rem % 60,
+            micros
+        )
+    }
 }
 
 /// Parses an ISO-8601 timestamp with any fraction length and `Z` or `±hh:mm`

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 
 use regina_state::outcome::PopResult;
 use regina_state::BodyRecord;
-use regina_types::time::format_iso;
+use regina_types::time::Iso;
 
 use crate::http::codes;
 use crate::http::error::{ApiError, ApiResult};
@@ -74,35 +74,62 @@ pub fn uuid_string(b: &[u8; 16]) -> String {
     uuid::Uuid::from_bytes(*b).to_string()
 }
 
+/// A value the answer spells as a JSON string (ids, times, partition
+/// ids), written without an intermediate `String`.
+pub struct Text<T>(pub T);
+
+impl<T: std::fmt::Display> Serialize for Text<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+/// A partition id, or `""` for a pop that claimed none (as the clients read it).
+pub struct OrEmpty(pub Option<u64>);
+
+impl std::fmt::Display for OrEmpty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(id) => write!(f, "{id}"),
+            None => Ok(()),
+        }
+    }
+}
+
+fn uuid_text(b: &[u8; 16]) -> Text<uuid::fmt::Hyphenated> {
+    Text(uuid::Uuid::from_bytes(*b).hyphenated())
+}
+
+/// One delivered message; names borrow from the pop's result.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MessageJson {
-    pub id: String,
+pub struct MessageJson<'a> {
+    pub id: Text<uuid::fmt::Hyphenated>,
     pub transaction_id: String,
-    pub trace_id: Option<String>,
+    pub trace_id: Option<Text<uuid::fmt::Hyphenated>>,
     pub data: Box<RawValue>,
     pub producer_sub: Option<String>,
-    pub created_at: String,
-    pub partition_id: String,
-    pub partition: String,
-    pub queue: String,
-    pub lease_id: String,
-    pub consumer_group: String,
+    pub created_at: Text<Iso>,
+    pub partition_id: Text<u64>,
+    pub partition: &'a str,
+    pub queue: &'a str,
+    pub lease_id: &'a str,
+    pub consumer_group: &'a str,
     pub delivery_attempt: u32,
     pub offset: u64,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PopJson {
+pub struct PopJson<'a> {
     pub success: bool,
-    pub queue: String,
-    pub partition: String,
-    pub partition_id: String,
-    pub lease_id: String,
-    pub lease_expires_at: Option<String>,
-    pub consumer_group: String,
-    pub messages: Vec<MessageJson>,
+    pub queue: &'a str,
+    pub partition: &'a str,
+    pub partition_id: Text<OrEmpty>,
+    pub lease_id: &'a str,
+    pub lease_expires_at: Option<Text<Iso>>,
+    pub consumer_group: &'a str,
+    pub messages: Vec<MessageJson<'a>>,
     pub partitions_claimed: usize,
     /// Echo for a pop that asked for conflation: the group conflates.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,23 +140,23 @@ pub struct PopJson {
 }
 
 /// Reads the bodies of a pop's messages and builds the answer.
-pub fn pop_json(node: &Replica, r: &PopResult, group: &str, queue_hint: &str) -> ApiResult<PopJson> {
+pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint: &'a str) -> ApiResult<PopJson<'a>> {
     let mut messages = Vec::with_capacity(r.message_count());
     for c in &r.claims {
         for d in &c.messages {
             let (b, producer_sub) = read_message(node, d.pos, d.len)?;
             messages.push(MessageJson {
-                id: uuid_string(&b.id),
+                id: uuid_text(&b.id),
                 transaction_id: b.transaction_id,
-                trace_id: b.trace_id.as_ref().map(uuid_string),
+                trace_id: b.trace_id.as_ref().map(uuid_text),
                 data: payload_raw(b.payload),
                 producer_sub,
-                created_at: format_iso(b.created_ms),
-                partition_id: c.partition_id.to_string(),
-                partition: c.partition.clone(),
-                queue: c.queue.clone(),
-                lease_id: r.lease_id.clone(),
-                consumer_group: group.to_string(),
+                created_at: Text(Iso(b.created_ms)),
+                partition_id: Text(c.partition_id),
+                partition: &c.partition,
+                queue: &c.queue,
+                lease_id: &r.lease_id,
+                consumer_group: group,
                 delivery_attempt: d.attempt,
                 offset: d.offset,
             });
@@ -138,12 +165,12 @@ pub fn pop_json(node: &Replica, r: &PopResult, group: &str, queue_hint: &str) ->
     let first = r.claims.first();
     Ok(PopJson {
         success: true,
-        queue: first.map_or(queue_hint.to_string(), |c| c.queue.clone()),
-        partition: first.map_or(String::new(), |c| c.partition.clone()),
-        partition_id: first.map_or(String::new(), |c| c.partition_id.to_string()),
-        lease_id: r.lease_id.clone(),
-        lease_expires_at: r.lease_expires_ms.filter(|_| !r.lease_id.is_empty()).map(format_iso),
-        consumer_group: group.to_string(),
+        queue: first.map_or(queue_hint, |c| c.queue.as_str()),
+        partition: first.map_or("", |c| c.partition.as_str()),
+        partition_id: Text(OrEmpty(first.map(|c| c.partition_id))),
+        lease_id: &r.lease_id,
+        lease_expires_at: r.lease_expires_ms.filter(|_| !r.lease_id.is_empty()).map(|ms| Text(Iso(ms))),
+        consumer_group: group,
         messages,
         partitions_claimed: r.claims.len(),
         conflation: None,

@@ -21,6 +21,7 @@ use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
+use crate::http::render::Text;
 use crate::http::routes::binary;
 use regina_node::Replica;
 
@@ -149,16 +150,6 @@ struct ItemAnswer<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'static str>,
-}
-
-/// A value the answer spells as a JSON string (ids, partition ids),
-/// written without an intermediate `String`.
-struct Text<T>(T);
-
-impl<T: std::fmt::Display> Serialize for Text<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
-    }
 }
 
 /// The push answer (201): one element per item, in request order.
