@@ -103,18 +103,31 @@ async fn settle(node: Arc<Replica>, acks: Vec<AckBody>, group: Option<String>) -
                 Judged::Item(_) => results.next().unwrap_or_else(|| AckResult::refused("no result")),
                 Judged::Refused => AckResult::refused(ERR_UNRESOLVABLE),
             };
-            json!({
-                "index": i,
-                "transactionId": a.transaction_id,
-                "success": r.success,
-                "error": r.error,
-                "leaseReleased": r.lease_released,
-                "dlq": r.dlq,
-                "noop": r.noop,
-            })
+            AckAnswer {
+                index: i,
+                transaction_id: &a.transaction_id,
+                success: r.success,
+                error: r.error,
+                lease_released: r.lease_released,
+                dlq: r.dlq,
+                noop: r.noop,
+            }
         })
         .collect();
-    Ok(axum::Json(out).into_response())
+    Ok(crate::http::render::json_answer(axum::http::StatusCode::OK, &out))
+}
+
+/// One element of a batch ack's answer.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AckAnswer<'a> {
+    index: usize,
+    transaction_id: &'a str,
+    success: bool,
+    error: Option<String>,
+    lease_released: bool,
+    dlq: bool,
+    noop: bool,
 }
 
 pub(crate) fn judge(i: usize, a: &AckBody) -> ApiResult<Judged> {

@@ -238,7 +238,7 @@ fn respond(node: &Replica, result: &PopResult, req: &PopRequest) -> ApiResult<Re
             body.conflation_conflict = Some(true);
         }
     }
-    Ok(axum::Json(body).into_response())
+    Ok(crate::http::render::json_answer(axum::http::StatusCode::OK, &body))
 }
 
 /// Whether the group of a pop is stored as conflating on its queue.

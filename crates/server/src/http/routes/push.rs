@@ -181,7 +181,7 @@ fn answer(node: &Replica, labels: &[(String, String)], results: &[PushResult]) -
         }
         out.push(a);
     }
-    Ok((StatusCode::CREATED, axum::Json(out)).into_response())
+    Ok(crate::http::render::json_answer(StatusCode::CREATED, &out))
 }
 
 /// The id of an already stored message, read from its body (from what is
