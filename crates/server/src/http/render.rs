@@ -95,6 +95,36 @@ impl<T: std::fmt::Display> Serialize for Text<T> {
     }
 }
 
+/// A message id as its hyphenated text, encoded on the stack: formatting
+/// it through `fmt` cost more than the rest of its answer.
+pub struct UuidText(pub [u8; 16]);
+
+impl Serialize for UuidText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        s.serialize_str(uuid::Uuid::from_bytes(self.0).hyphenated().encode_lower(&mut buf))
+    }
+}
+
+/// A number the answer spells as a string (partition ids), written
+/// without `fmt`.
+pub struct NumberText(pub u64);
+
+impl Serialize for NumberText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (mut buf, mut at, mut n) = ([0u8; 20], 20, self.0);
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        s.serialize_str(std::str::from_utf8(&buf[at..]).unwrap_or_default())
+    }
+}
+
 /// A partition id, or `""` for a pop that claimed none (as the clients read it).
 pub struct OrEmpty(pub Option<u64>);
 
@@ -107,21 +137,21 @@ impl std::fmt::Display for OrEmpty {
     }
 }
 
-fn uuid_text(b: &[u8; 16]) -> Text<uuid::fmt::Hyphenated> {
-    Text(uuid::Uuid::from_bytes(*b).hyphenated())
+fn uuid_text(b: &[u8; 16]) -> UuidText {
+    UuidText(*b)
 }
 
 /// One delivered message; names borrow from the pop's result.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageJson<'a> {
-    pub id: Text<uuid::fmt::Hyphenated>,
+    pub id: UuidText,
     pub transaction_id: String,
-    pub trace_id: Option<Text<uuid::fmt::Hyphenated>>,
+    pub trace_id: Option<UuidText>,
     pub data: Box<RawValue>,
     pub producer_sub: Option<String>,
     pub created_at: Text<Iso>,
-    pub partition_id: Text<u64>,
+    pub partition_id: NumberText,
     pub partition: &'a str,
     pub queue: &'a str,
     pub lease_id: &'a str,
@@ -163,7 +193,7 @@ pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint
                 data: payload_raw(b.payload),
                 producer_sub,
                 created_at: Text(Iso(b.created_ms)),
-                partition_id: Text(c.partition_id),
+                partition_id: NumberText(c.partition_id),
                 partition: &c.partition,
                 queue: &c.queue,
                 lease_id: &r.lease_id,
@@ -220,6 +250,22 @@ mod tests {
     use super::payload_raw;
     use base64::Engine;
     use serde_json::{json, Value};
+
+    #[test]
+    fn texts_render_as_json_strings_short_or_long() {
+        use super::{OrEmpty, Text};
+        assert_eq!(serde_json::to_string(&Text(12_345u64)).unwrap(), "\"12345\"");
+        for n in [0, 7, 10, 12_345, u64::MAX] {
+            assert_eq!(serde_json::to_string(&super::NumberText(n)).unwrap(), format!("\"{n}\""));
+        }
+        let id = [0xab; 16];
+        let want = format!("\"{}\"", uuid::Uuid::from_bytes(id).hyphenated());
+        assert_eq!(serde_json::to_string(&super::UuidText(id)).unwrap(), want);
+        assert_eq!(serde_json::to_string(&Text(OrEmpty(None))).unwrap(), "\"\"");
+        let long = format!("{}\"", "x".repeat(100));
+        assert_eq!(serde_json::to_string(&Text(&long)).unwrap(), serde_json::to_string(&long).unwrap());
+        assert_eq!(serde_json::to_string(&Text("a\"b")).unwrap(), "\"a\\\"b\"");
+    }
 
     fn rendered(p: &[u8]) -> Value {
         serde_json::from_str(payload_raw(p.to_vec()).get()).expect("always JSON")

@@ -21,7 +21,7 @@ use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
-use crate::http::render::Text;
+use crate::http::render::{NumberText, UuidText};
 use crate::http::routes::binary;
 use regina_node::Replica;
 
@@ -137,14 +137,14 @@ fn labels(items: &[PushItem]) -> Vec<(String, String)> {
 #[derive(Serialize)]
 struct ItemAnswer<'a> {
     index: usize,
-    message_id: Option<Text<uuid::fmt::Hyphenated>>,
+    message_id: Option<UuidText>,
     transaction_id: &'a str,
     #[serde(rename = "transactionId")]
     transaction_id_camel: &'a str,
     #[serde(rename = "queueName")]
     queue_name: &'a str,
     #[serde(rename = "partitionId", skip_serializing_if = "Option::is_none")]
-    partition_id: Option<Text<u64>>,
+    partition_id: Option<NumberText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     offset: Option<u64>,
     status: &'static str,
@@ -173,8 +173,8 @@ fn answer(node: &Replica, labels: &[(String, String)], results: &[PushResult]) -
                 Some(id) => id,
                 None => original_id(node, r.pos, r.len)?,
             };
-            a.message_id = Some(Text(uuid::Uuid::from_bytes(id).hyphenated()));
-            a.partition_id = Some(Text(r.partition_id));
+            a.message_id = Some(UuidText(id));
+            a.partition_id = Some(NumberText(r.partition_id));
             a.offset = Some(r.offset);
             a.status = if r.status == PushStatus::Queued { "queued" } else { "duplicate" };
             a.error = None;
