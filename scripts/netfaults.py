@@ -235,6 +235,18 @@ def setns(path):
         os.close(fd)
 
 
+def run_alive(pid):
+    """Whether pid is a live (not zombie) run of this script."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"netfaults" in f.read()
+    except (OSError, IndexError):
+        return False
+
+
 class Net:
     """A hub namespace with a bridge and three node namespaces on it, this run's own."""
 
@@ -251,12 +263,7 @@ class Net:
             m = re.match(r"(rgn-nf(\d+)-(?:hub|\d))\b", line.strip())
             if not m:
                 continue
-            try:
-                os.kill(int(m.group(2)), 0)
-                continue  # that run is alive
-            except ProcessLookupError:
-                pass
-            except PermissionError:
+            if run_alive(int(m.group(2))):
                 continue
             Net.kill_pids(m.group(1))
             run(["ip", "netns", "del", m.group(1)], check=False)
