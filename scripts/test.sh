@@ -71,5 +71,12 @@ stage auth scripts/python-auth.sh
 # The long campaign is scripts/soak.sh (docs/soak.md).
 stage soak python3 scripts/soak.py --cycles 20 --binary "${CARGO_TARGET_DIR:-target}/release/regina"
 
+# Network faults between three nodes in network namespaces (needs root):
+# packet loss and one-way drops (nftables), queueing delay (tbf), partitions
+# (link down), each under load and audited after the heal and through each
+# node; then every sabotage of the record must make the audit fail. About
+# 75 s; the long campaign is scripts/netfaults.sh --rounds N (docs/netfaults.md).
+stage netfaults python3 scripts/netfaults.py --rounds 1 --self-check --binary "${CARGO_TARGET_DIR:-target}/release/regina"
+
 echo "tests per stage:"
-for s in workspace official follower python schemathesis auth soak; do echo "  $s: $(count "$s")"; done
+for s in workspace official follower python schemathesis auth soak netfaults; do echo "  $s: $(count "$s")"; done
