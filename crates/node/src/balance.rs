@@ -299,7 +299,9 @@ pub fn spawn(nodes: Vec<Arc<Replica>>) {
                     led_since.remove(&n.group);
                 }
             }
-            if nodes.len() < 2 || now - last_move < MOVE_GAP {
+            // A node of one group still moves it when an operator pins it
+            // elsewhere (`next_move` moves a lone group only for a pin).
+            if now - last_move < MOVE_GAP {
                 continue;
             }
             let voters: Vec<u64> = node0.raft.metrics().borrow().membership_config.membership().voter_ids().collect();
@@ -477,8 +479,10 @@ mod tests {
     }
 
     #[test]
-    fn one_group_stays_where_it_is() {
+    fn one_group_stays_where_it_is_unless_pinned() {
         assert_eq!(next_move(2, &[Some(2)], &[1, 2, 3], &BTreeMap::new(), |_| true, |_| true), None);
+        let pinned = BTreeMap::from([(0, 3)]);
+        assert_eq!(next_move(2, &[Some(2)], &[1, 2, 3], &pinned, |_| true, |_| true), Some((0, 3)));
     }
 
     #[test]

@@ -395,3 +395,18 @@ async fn placement_is_visible_and_steerable() {
     let msgs = drain(&tc, &cluster.nodes[1].base(), "orders", "Default", "audit", 50).await;
     assert_eq!(msgs.len(), pushed, "stored messages vs pushes");
 }
+
+/// A node of the default single group still honours a pin: the balancer
+/// used to skip every tick on a node with fewer than two groups, so a pin
+/// was stored and never acted on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pin_moves_the_only_group() {
+    let cluster = Cluster::start(3);
+    let c = client();
+    let first = groups_view(&c, &cluster, 1).await["groups"][0]["leader"].as_u64().expect("a leader");
+    let target = if first == 3 { 2 } else { 3 };
+    let url = cluster.nodes[0].url("/api/v1/cluster/groups/0/leader");
+    let r = c.put(url).json(&json!({ "node": target })).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    wait_group_leader(&c, &cluster, 0, target).await;
+}
