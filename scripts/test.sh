@@ -3,7 +3,10 @@
 # property, storage fault, openraft conformance, crash and HTTP tests against
 # real servers on 127.0.0.1), the official Queen MQ Rust client's suites
 # against a real Regina and through a follower of a three-node cluster, a
-for s in workspace official follower python schemathesis auth soak; do echo "  $s: $(count "$s")"; done
+# scenario driven by the official Python client, schemathesis against the
+# node's OpenAPI document, the Python client's auth tests, a bounded slice of
+# the kill-9 soak, and network faults between three nodes in network
+# namespaces. At the end it prints how many tests each stage ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every node the tests start ignores how full this machine's disk is (the
