@@ -204,29 +204,36 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             encoded.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
         // A snapshot that finds no space waits for it: openraft builds it
         // apart from applying, and giving up would stop the group.
-        let (shared, head) = (self.shared.clone(), meta.clone());
-        let bytes = data.clone();
-        until_space_is_there("save a snapshot", move || shared.save_snapshot(&head, &bytes))
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        until_space_is_there("save a snapshot", || {
+            let (shared, head, bytes) = (self.shared.clone(), meta.clone(), data.clone());
+            async move {
+                tokio::task::spawn_blocking(move || shared.save_snapshot(&head, &bytes))
+                    .await
+                    .map_err(std::io::Error::other)?
+            }
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         let data = Arc::try_unwrap(data).unwrap_or_else(|shared| shared.as_ref().clone());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
 
-/// Runs `f` on a blocking thread until it succeeds or fails for a reason
-/// other than lack of space, waiting 10 ms to 500 ms between tries: a
-/// snapshot that finds the disk full waits for space rather than failing
-/// its group (openraft stops a group whose storage fails).
-async fn until_space_is_there<F>(what: &'static str, f: F) -> std::io::Result<()>
+/// Runs `attempt` until it succeeds or fails for a reason other than lack
+/// of space, waiting 10 ms to 500 ms between tries: a snapshot that finds
+/// the disk full waits for space rather than failing its group (openraft
+/// stops a group whose storage fails). `attempt` says where the work runs:
+/// the build saves on a blocking thread, the install in place (a blocking
+/// thread's wake-up would land at an unpredictable moment in the
+/// simulation, which runs installs on its own thread).
+async fn until_space_is_there<F, Fut>(what: &'static str, mut attempt: F) -> std::io::Result<()>
 where
-    F: Fn() -> std::io::Result<()> + Send + Sync + 'static,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<()>>,
 {
-    let f = Arc::new(f);
     let mut pause = regina_storage::space::SPACE_RETRY_FIRST_MS;
     loop {
-        let attempt = f.clone();
-        match tokio::task::spawn_blocking(move || attempt()).await.map_err(std::io::Error::other)? {
+        match attempt().await {
             Err(e) if regina_storage::is_out_of_space(&e) => {
                 tracing::warn!(error = %e, "no space to {what}; retrying until space is back");
                 tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
@@ -298,12 +305,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         // adopted also serve the state in place until it is swapped below,
         // however long the save waits for space.
         let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
-        let (shared, id, bytes) = (self.shared.clone(), meta.snapshot_id.clone(), Arc::new(data));
-        let saved = bytes.clone();
-        until_space_is_there("install a snapshot", move || shared.snapshots.save(&id, &head, &saved))
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        drop(bytes);
+        let snapshots = &self.shared.snapshots;
+        until_space_is_there("install a snapshot", || {
+            std::future::ready(snapshots.save(&meta.snapshot_id, &head, &data))
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         let mut m = self.shared.machine.write();
         m.state = state;
         m.last_applied = meta.last_log_id;

@@ -78,6 +78,11 @@ fn key_of(file: &File) -> io::Result<FileKey> {
     Ok((m.dev(), m.ino()))
 }
 
+/// Whether no name points at the file any more.
+fn is_deleted(file: &File) -> bool {
+    file.metadata().map_or(true, |m| m.nlink() == 0)
+}
+
 fn crash_error() -> io::Error {
     io::Error::other("simulated crash: the machine died before this reached the disk")
 }
@@ -112,6 +117,13 @@ impl SimIo {
         old.truncate(n);
         file.write_all_at(buf, pos)?;
         let mut p = self.pending.lock();
+        // A file is named by its inode, which a new file can reuse once the
+        // old one is deleted: the deleted file's writes no longer matter
+        // (a crash drops them too), and the handle must be the new file's.
+        if p.files.get(&key).is_some_and(is_deleted) {
+            p.writes.retain(|w| w.key != key);
+            p.files.remove(&key);
+        }
         if let std::collections::btree_map::Entry::Vacant(slot) = p.files.entry(key) {
             slot.insert(file.try_clone()?);
         }
@@ -139,7 +151,11 @@ impl SimIo {
     /// write reached the disk, and restore the old bytes over the rest.
     /// Call only once the WAL that used this disk is gone.
     pub fn crash(&self, rng: &mut Rng) -> io::Result<Loss> {
-        let p = std::mem::take(&mut *self.pending.lock());
+        let mut p = std::mem::take(&mut *self.pending.lock());
+        // Writes to files deleted since are gone with them, whatever inode
+        // numbers the file system handed out meanwhile.
+        let deleted: Vec<FileKey> = p.files.iter().filter(|(_, f)| is_deleted(f)).map(|(k, _)| *k).collect();
+        p.writes.retain(|w| !deleted.contains(&w.key));
         let mut loss = Loss::default();
         for w in p.writes.iter().rev() {
             let file = p.files.get(&w.key).expect("a handle for every pending file");
@@ -230,7 +246,9 @@ mod tests {
     #[test]
     fn a_crash_undoes_only_what_no_sync_covered() -> io::Result<()> {
         let io = SimIo::new(open_gate(), false);
-        let file = tempfile::tempfile()?;
+        // A named file: the disk drops the writes of files no name points at.
+        let named = tempfile::NamedTempFile::new()?;
+        let file = named.as_file().try_clone()?;
         file.set_len(64)?;
         io.write(&file, b"synced", 0)?;
         io.sync(&file)?;
@@ -258,7 +276,9 @@ mod tests {
     #[test]
     fn a_disk_that_forgets_syncs_loses_acknowledged_writes() -> io::Result<()> {
         let io = SimIo::new(open_gate(), true);
-        let file = tempfile::tempfile()?;
+        // A named file: the disk drops the writes of files no name points at.
+        let named = tempfile::NamedTempFile::new()?;
+        let file = named.as_file().try_clone()?;
         file.set_len(16)?;
         io.write(&file, b"acked", 0)?;
         io.sync(&file)?;

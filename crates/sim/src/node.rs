@@ -86,6 +86,10 @@ pub struct Running {
     pub io: Arc<SimIo>,
     /// Bodies' and snapshots' disk, ungated.
     pub files: Arc<SimIo>,
+    /// The Raft meta files' (votes) disk, ungated and apart from the
+    /// bodies': a file's identity is its inode, and a vote file's temp can
+    /// reuse the inode of a deleted body segment whose writes are pending.
+    pub votes: Arc<SimIo>,
     /// The node's one WAL writer's.
     pub gate: Arc<Gate>,
 }
@@ -152,12 +156,13 @@ impl Node {
         let gate = Gate::new(self.id, ctx.joint_batches.clone(), rng);
         let io = SimIo::new(gate.clone(), ctx.forget_syncs);
         let files = SimIo::ungated(ctx.forget_syncs);
+        let votes = SimIo::ungated(ctx.forget_syncs);
         // No batch cap (a run's batches are far below the real one): the
         // gate then knows that a batch is everything queued (see `gate`).
         let options =
             WalOptions { segment_bytes: WAL_SEGMENT_BYTES, max_batch_bytes: u64::MAX, ..WalOptions::default() };
         let raft_dir = self.dir.path().join("raft");
-        let mut logs = LogStore::open_groups_with_meta_io(&raft_dir, ctx.groups, options, io.clone(), files.clone())
+        let mut logs = LogStore::open_groups_with_meta_io(&raft_dir, ctx.groups, options, io.clone(), votes.clone())
             .map_err(|e| format!("node {} cannot open its log: {e}", self.id))?;
         if ctx.swap_groups && self.incarnation > 1 && logs.len() > 1 {
             logs.swap(0, 1);
@@ -191,7 +196,7 @@ impl Node {
             let proposer = Arc::new(Proposer::start(raft.clone(), log.clone(), stamps, PROPOSER_QUEUE_REQUESTS_MAX));
             groups.push(Replica { raft, proposer, log, shared });
         }
-        self.running = Some(Running { groups, io, files, gate });
+        self.running = Some(Running { groups, io, files, votes, gate });
         Ok(())
     }
 
@@ -210,7 +215,7 @@ impl Node {
         for g in &run.groups {
             let _ = g.raft.shutdown().await;
         }
-        let Running { groups, io, files, gate } = run;
+        let Running { groups, io, files, votes, gate } = run;
         let shared: Vec<_> = groups.iter().map(|g| Arc::downgrade(&g.shared)).collect();
         drop(groups);
         // Tasks still holding the stores (replication waiting out a lost
@@ -233,10 +238,12 @@ impl Node {
         // Every holder of the bodies' disk (the state machines) is gone.
         let bodies =
             files.crash(rng).map_err(|e| format!("node {}: undoing unsynced body writes failed: {e}", self.id))?;
+        let meta =
+            votes.crash(rng).map_err(|e| format!("node {}: undoing unsynced vote writes failed: {e}", self.id))?;
         Ok(Loss {
-            writes: wal.writes + bodies.writes,
-            bytes_lost: wal.bytes_lost + bodies.bytes_lost,
-            bytes_kept: wal.bytes_kept + bodies.bytes_kept,
+            writes: wal.writes + bodies.writes + meta.writes,
+            bytes_lost: wal.bytes_lost + bodies.bytes_lost + meta.bytes_lost,
+            bytes_kept: wal.bytes_kept + bodies.bytes_kept + meta.bytes_kept,
             body_bytes_lost: bodies.bytes_lost,
         })
     }

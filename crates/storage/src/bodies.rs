@@ -283,16 +283,17 @@ impl BodyStore {
     }
 
     /// Writes `bytes` as segment `segment` of the store rooted at `dir`
-    /// (a staging directory), durably, through this store's `Io`. Used
-    /// while receiving a snapshot.
+    /// (a staging directory), durably. Used while receiving a snapshot.
+    /// Written with `std`, not this store's `Io`: the simulation's disk
+    /// names a file by its inode, and a staged segment can reuse the inode
+    /// of a deleted segment whose writes it still holds.
     pub fn stage_segment(&self, dir: &Path, segment: u64, bytes: &[u8]) -> io::Result<()> {
         fs::create_dir_all(dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
         let path = dir.join(format!("{segment:020}{SUFFIX}"));
         let ctx = |e| io_context(format!("writing {}", path.display()), e);
-        // Read-write, as every file written through `Io` is opened.
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).map_err(ctx)?;
-        self.io.write_at(&file, bytes, 0).map_err(ctx)?;
-        self.io.sync_data(&file).map_err(ctx)
+        let mut file = File::create(&path).map_err(ctx)?;
+        io::Write::write_all(&mut file, bytes).map_err(ctx)?;
+        file.sync_all().map_err(ctx)
     }
 
     /// Replaces every segment with the ones staged in `staged` (moved, not

@@ -118,7 +118,7 @@ fn a_full_disk_holds_appends_until_space_is_back(fill: impl Fn(&FaultyIo)) {
     let waiting = records(2, 2);
     let (tx, rx) = mpsc::channel();
     let (w, batch) = (wal.clone(), waiting.clone());
-    thread::spawn(move || tx.send(w.append_sync(batch)).unwrap());
+    let appender = thread::spawn(move || tx.send(w.append_sync(batch)).unwrap());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while wal.waiting_for_space().is_none() {
         assert!(std::time::Instant::now() < deadline, "the writer never said it waits for space");
@@ -133,6 +133,8 @@ fn a_full_disk_holds_appends_until_space_is_back(fill: impl Fn(&FaultyIo)) {
     assert_eq!(wal.waiting_for_space(), None);
     wal.append_sync(records(3, 1)).expect("appends go on");
     drop(rx);
+    // The thread sends its answer before it drops its handle on the log.
+    appender.join().expect("the appending thread ends");
     let wal = Arc::try_unwrap(wal).ok().expect("the appending thread is done");
     drop(wal);
     let (_wal, recovered) = open(dir.path(), options(SEGMENT));
