@@ -13,13 +13,14 @@
 //! simulated one would make the simulation slow for nothing.
 //!
 //! The WAL goes through `Io` with a [`Gate`], which orders its calls
-//! against the rest of the run. Message bodies, snapshots, staged snapshot
-//! segments and the Raft meta files (votes) go through a second, ungated
-//! `SimIo` of the same incarnation ([`SimIo::ungated`]): bodies are never
-//! synced but before a snapshot, so a crash drops (or tears) the bodies of
-//! every entry applied since the last snapshot, and replay must write them
-//! again. File creation, renames and cuts use `std` and survive a crash as
-//! done.
+//! against the rest of the run. Message bodies and snapshots go through a
+//! second, ungated `SimIo` of the same incarnation ([`SimIo::ungated`]),
+//! the Raft meta files (votes) through a third: bodies are never synced but
+//! before a snapshot, so a crash drops (or tears) the bodies of every entry
+//! applied since the last snapshot, and replay must write them again.
+//! Staged snapshot segments, file creation, renames and cuts use `std` and
+//! survive a crash as done. A file is named by its inode; writes of a file
+//! deleted since are dropped, as a real crash drops them.
 
 use std::collections::BTreeMap;
 use std::fs::File;
