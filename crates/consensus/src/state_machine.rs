@@ -20,9 +20,9 @@ use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError, 
 use parking_lot::RwLock;
 use regina_state::{Outcome, State};
 use regina_storage::{BodyStore, SnapshotStore};
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::backup::SnapshotHead;
 use crate::types::{LogId, NodeId, RaftEntry, StorageError, TypeConfig};
 
 pub type Membership = StoredMembership<NodeId, openraft::BasicNode>;
@@ -64,17 +64,17 @@ impl SharedState {
         self.bodies.stage_segment(&dir, segment, bytes)
     }
 
+    /// The group's snapshot files.
+    pub(crate) fn snapshots(&self) -> &SnapshotStore {
+        &self.snapshots
+    }
+
     /// The staging directory of a snapshot being received. `None` when the
     /// id is not one this crate makes (it names a directory).
     pub fn staging_dir(&self, snapshot_id: &str) -> Option<PathBuf> {
         let ours = !snapshot_id.is_empty() && snapshot_id.bytes().all(|b| b.is_ascii_digit() || b == b'-');
         ours.then(|| self.incoming.join(snapshot_id))
     }
-}
-
-#[derive(Serialize, Deserialize)]
-struct SnapshotHead {
-    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
 }
 
 #[derive(Clone)]

@@ -28,6 +28,7 @@
 //! is answered only once its entry is durable and applied; ids minted by a
 //! process rise strictly.
 
+pub mod backup;
 pub mod balance;
 pub mod clock;
 pub mod disk;

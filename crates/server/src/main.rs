@@ -5,6 +5,19 @@ use regina_server::config::{Config, USAGE};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let offline: Option<fn(&[String], fn(&str) -> Option<String>) -> Result<(), String>> =
+        match args.first().map(String::as_str) {
+            Some("backup") => Some(|a, env| regina_server::backup_cli::backup(a, env)),
+            Some("restore") => Some(|a, env| regina_server::backup_cli::restore(a, env)),
+            _ => None,
+        };
+    if let Some(run) = offline {
+        if let Err(e) = run(&args[1..], |k| std::env::var(k).ok()) {
+            eprintln!("regina: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("cluster") {
         if let Err(e) = regina_server::cli::run(&args[1..], |k| std::env::var(k).ok()) {
             eprintln!("regina: {e}");

@@ -133,7 +133,9 @@ fn write_file(io: &dyn Io, path: &Path, bytes: &[u8]) -> io::Result<()> {
     io.sync_data(&file)
 }
 
-fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
+/// One snapshot file's bytes: what [`SnapshotStore::save`] writes and
+/// [`decode`] reads (backups carry snapshots in this form).
+pub fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
     let meta_len = u32::try_from(meta.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "snapshot meta exceeds 4 GiB"))?;
     let mut out = Vec::with_capacity(4 + 4 + 4 + meta.len() + 8 + data.len() + 4);

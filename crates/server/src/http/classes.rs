@@ -109,6 +109,8 @@ pub const ROUTE_CLASSES: &[(&str, &str, Class)] = &[
     ("GET", "/api/v1/cluster/groups", Admin),
     ("PUT", "/api/v1/cluster/groups/{group}/leader", Admin),
     ("DELETE", "/api/v1/cluster/groups/{group}/leader", Admin),
+    ("GET", "/api/v1/system/backup/{group}", Admin),
+    ("GET", "/api/v1/system/backup/{group}/segments/{segment}", Admin),
     // Stream queries (the stream SDKs): registering and cycling write,
     // reading state reads.
     ("POST", "/streams/v1/queries", Write),

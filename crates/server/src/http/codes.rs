@@ -68,6 +68,7 @@ codes! {
     NO_LEADER = SERVICE_UNAVAILABLE "no_leader" "the Raft group has no leader yet (retry; `Retry-After: 1`)";
     NO_QUORUM = SERVICE_UNAVAILABLE "no_quorum" "the leader cannot reach a majority; nothing was committed";
     STORAGE_FAILED = SERVICE_UNAVAILABLE "storage_failed" "an fsync or write failed (the log refuses writes and says why), or a body read failed for a reason other than a missing or short file";
+    BACKUP_FAILED = SERVICE_UNAVAILABLE "backup_failed" "a backup's snapshot could not be built or read (the answer says why; retry)";
     OUTCOME_UNKNOWN = SERVICE_UNAVAILABLE "outcome_unknown" "the write may or may not have been applied";
     KV_UNAVAILABLE = SERVICE_UNAVAILABLE "kv_unavailable" "a KV write was not, or may not have been, applied (KV envelope; `reason` is the code above it stands for, and its status: 429, 503 or 507)";
     LOCKS_UNAVAILABLE = SERVICE_UNAVAILABLE "locks_unavailable" "the same for the locks route";

@@ -15,12 +15,17 @@ use axum::Router;
 use regina_node::raft_groups::Placement;
 use tower::ServiceExt;
 
+/// Paths of the backup routes, which name their group.
+const BACKUP_PREFIX: &str = "/api/v1/system/backup/";
+
 /// Routes each request to its group's router.
 pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Placement, mut req: Request) -> Response {
     let groups = routers.len() as u16;
     let path = req.uri().path();
     let internal = path == "/health" || path.starts_with("/internal/");
-    let tenant = match tenancy && !internal {
+    // A backup path names its group, and reads every tenant of it.
+    let backup_group = path.strip_prefix(BACKUP_PREFIX).map(|rest| rest.split('/').next().unwrap_or(""));
+    let tenant = match tenancy && !internal && backup_group.is_none() {
         true => match crate::http::tenant_header::parse(
             req.headers().get(crate::http::tenant_header::TENANT_HEADER).map(|v| v.as_bytes()),
         ) {
@@ -50,6 +55,17 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
             *req.uri_mut() = uri;
         }
         g
+    } else if let Some(g) = backup_group {
+        match g.parse::<u16>().ok().filter(|g| *g < groups) {
+            Some(g) => g,
+            None => {
+                return crate::http::ApiError::new(
+                    crate::http::codes::NO_SUCH_GROUP,
+                    format!("no Raft group {g:?} here"),
+                )
+                .into_response()
+            }
+        }
     } else if internal || path.starts_with("/api/v1/cluster") {
         0
     } else {

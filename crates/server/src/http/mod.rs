@@ -26,7 +26,7 @@ mod input;
 pub mod producer;
 mod raft_views;
 mod render;
-mod routes;
+pub(crate) mod routes;
 pub mod tenant_header;
 
 use std::sync::Arc;
@@ -43,8 +43,8 @@ use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 
 use regina_node::Replica;
 use routes::{
-    ack, admin, cluster, consumer_groups, dlq, ephemeral, health, jobs, kv, locks, pop, push, queues, raft, streams,
-    timers, traces, transaction,
+    ack, admin, backup, cluster, consumer_groups, dlq, ephemeral, health, jobs, kv, locks, pop, push, queues, raft,
+    streams, timers, traces, transaction,
 };
 
 /// A router under construction that remembers the path of every route it
@@ -148,6 +148,7 @@ fn all_routes() -> Routes {
         .merge(streams::routes())
         .merge(admin::routes())
         .merge(cluster::routes())
+        .merge(backup::routes())
         .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())

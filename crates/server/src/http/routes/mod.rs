@@ -4,6 +4,7 @@
 
 pub(crate) mod ack;
 pub(crate) mod admin;
+pub(crate) mod backup;
 pub(crate) mod binary;
 pub(crate) mod cluster;
 pub(crate) mod consumer_groups;
