@@ -350,6 +350,11 @@ def routes():
         params=[q("queue", STR, "The queue."), q("consumerGroup", STR, "The group."),
                 q("partition", STR, "The partition."), q("from", ISO, "From."), q("to", ISO, "To."),
                 qint("limit", 1, 1000, "Rows per page (default 100)."), PAGE[1]]))
+    add("DELETE", "/api/v1/dlq", op("Purge dead letters", "messages", ok(obj({"purged": INT}, ["purged"])),
+        params=[q("queue", STR, "The queue (required)."), q("consumerGroup", STR, "Only this group's rows."),
+                q("partition", STR, "Only this partition's rows.")]))
+    add("POST", "/api/v1/dlq/{id}/replay", op("Replay a dead letter by id", "messages", ok(),
+        params=[path_param("id", "The dead-lettered message's id.", {"type": "string", "format": "uuid"})]))
     add("DELETE", "/api/v1/messages/{partition_id}/{transaction_id}", op("Delete a dead letter", "messages",
         ok(), params=[PART_ID, TXN_ID]))
     add("POST", "/api/v1/messages/{partition_id}/{transaction_id}/retry", op("Retry a dead letter", "messages",
@@ -359,6 +364,10 @@ def routes():
                                       "offset": INT, "maxBytes": INT}, ["queue", "offset"])),
                   "maxBytes": INT, "minBytes": INT,
                   "maxWaitMs": {"type": "integer", "minimum": 0, "description": "Wait for records (clamped to 30000)."}})))
+    add("POST", "/api/v1/fetch/offsets", op("Find offsets by time", "messages", ok(obj({"entries": ARR_OBJ})),
+        body=obj({"entries": arr(obj({"queue": STR, "partition": {"type": ["string", "integer"]},
+                                      "timestamp": {"type": "string", "format": "date-time"}},
+                                     ["queue", "timestamp"]))}, ["entries"])))
     add("POST", "/api/v1/partitions/changed", op("Partitions changed since", "messages",
         ok(obj({"entries": ARR_OBJ})),
         body=obj({"entries": arr(obj({"queue": STR, "limit": INT, "since": STR, "after": ANY}, ["queue"]))})))
@@ -469,6 +478,10 @@ def routes():
     # Consumer-group maintenance.
     add("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", op("Move a group's cursor", "groups", ok(),
         params=[GROUP, QUEUE], body=obj({"timestamp": STR, "toEnd": BOOL})))
+    add("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+        op("Move a group's cursor on one partition", "groups", ok(),
+           params=[GROUP, QUEUE, path_param("partition", "A partition name.", STR)],
+           body=obj({"timestamp": STR, "toEnd": BOOL})))
     add("POST", "/api/v1/consumer-groups/{group}/subscription", op("Set where a group starts", "groups", ok(),
         params=[GROUP], body=obj({"queue": name(), "subscriptionTimestamp": {"type": "string", "format": "date-time"}},
                  ["subscriptionTimestamp"])))
@@ -495,6 +508,24 @@ def routes():
         params=[gnum], body=obj({"node": {"type": "integer", "minimum": 0}}, ["node"], extra=False)))
     add("DELETE", "/api/v1/cluster/groups/{group}/leader", op("Unpin a group's leader", "cluster", ok(),
         params=[gnum]))
+
+    # Queen's membership routes, and backups.
+    node_id = path_param("id", "A node id.", {"type": "integer", "minimum": 1})
+    ids = arr({"type": "integer", "minimum": 1})
+    add("GET", "/api/v1/system/raft/membership", op("The membership (Queen's form)", "cluster",
+        ok(obj({"membership": obj({"voters": ids, "learners": ids, "members": ARR_OBJ})}, ["membership"]))))
+    add("POST", "/api/v1/system/raft/membership/learners", op("Add a learner", "cluster", ok(),
+        body=obj({"id": {"type": "integer", "minimum": 1}, "raft": STR, "http": STR}, ["id", "raft"])))
+    add("POST", "/api/v1/system/raft/membership/promote", op("Promote learners", "cluster", ok(),
+        body=obj({"ids": ids}, ["ids"])))
+    add("PUT", "/api/v1/system/raft/membership/voters", op("Set the voters", "cluster", ok(),
+        body=obj({"voters": ids}, ["voters"])))
+    add("DELETE", "/api/v1/system/raft/membership/members/{id}", op("Remove a member (Queen's path)", "cluster",
+        ok(), params=[node_id]))
+    add("GET", "/api/v1/system/backup/{group}", op("A group's backup snapshot", "cluster", ok(),
+        params=[gnum], desc="The snapshot file (application/octet-stream); `x-regina-backup-segments` lists the body segments."))
+    add("GET", "/api/v1/system/backup/{group}/segments/{segment}", op("One body segment of a backup", "cluster",
+        ok(), params=[gnum, path_param("segment", "A body segment number.", {"type": "integer", "minimum": 0})]))
 
     # Stream queries.
     pid = {"type": ["string", "integer"]}

@@ -132,6 +132,37 @@ impl Replica {
     /// Adds `id` at `addr` as a voter: first as a learner that is brought
     /// up to date (from the log or a snapshot), then promoted.
     pub async fn add_voter(&self, id: u64, addr: String) -> Result<(), MembershipError> {
+        self.add_learner(id, addr).await?;
+        self.promote(BTreeSet::from([id])).await
+    }
+
+    /// Makes learners voters (they must be members already).
+    pub async fn promote(&self, ids: BTreeSet<u64>) -> Result<(), MembershipError> {
+        let membership = self.raft.metrics().borrow().membership_config.membership().clone();
+        if let Some(id) = ids.iter().find(|id| membership.get_node(id).is_none()) {
+            return Err(MembershipError::Invalid(format!("node {id} is not a member; add it as a learner first")));
+        }
+        let change = ChangeMembers::AddVoterIds(ids);
+        self.raft.change_membership(change, false).await.map_err(change_error)?;
+        Ok(())
+    }
+
+    /// Makes exactly `ids` the voters; members left out stay as learners.
+    pub async fn set_voters(&self, ids: BTreeSet<u64>) -> Result<(), MembershipError> {
+        if ids.is_empty() {
+            return Err(MembershipError::Invalid("a group needs at least one voter".into()));
+        }
+        let membership = self.raft.metrics().borrow().membership_config.membership().clone();
+        if let Some(id) = ids.iter().find(|id| membership.get_node(id).is_none()) {
+            return Err(MembershipError::Invalid(format!("node {id} is not a member; add it as a learner first")));
+        }
+        self.raft.change_membership(ChangeMembers::ReplaceAllVoters(ids), true).await.map_err(change_error)?;
+        Ok(())
+    }
+
+    /// Adds `id` at `addr` as a learner, brought up to date before this
+    /// returns.
+    pub async fn add_learner(&self, id: u64, addr: String) -> Result<(), MembershipError> {
         if addr.parse::<std::net::SocketAddr>().is_err() {
             return Err(MembershipError::Invalid(format!("addr {addr:?} is not an IP:PORT address")));
         }
@@ -144,8 +175,6 @@ impl Replica {
         }
         let node = BasicNode { addr };
         self.raft.add_learner(id, node, true).await.map_err(change_error)?;
-        let change = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
-        self.raft.change_membership(change, false).await.map_err(change_error)?;
         Ok(())
     }
 

@@ -209,6 +209,13 @@ usage: regina cluster status [--url URL]
 /// The environment variables read at start, each standing for its flag
 /// (later variables, and then the flags, win).
 const ENV_FLAGS: &[(&str, &str)] = &[
+    // Queen's names first, so Regina's own win (docs/queen-settings.md).
+    ("PORT", "--port"),
+    ("QUEEN_RAFT_DIR", "--data-dir"),
+    ("QUEEN_RAFT_NODE_ID", "--node-id"),
+    ("QUEEN_RAFT_GROUPS", "--raft-groups"),
+    ("QUEEN_TENANCY_HEADER", "--tenancy"),
+    ("QUEEN_RAFT_PEERS", "--peers"),
     ("REGINA_BIND", "--bind"),
     ("REGINA_PORT", "--port"),
     ("REGINA_DATA_DIR", "--data-dir"),
@@ -273,9 +280,12 @@ impl Config {
             };
             c.apply(&flag, value, &mut token_file)?;
         }
-        c.cluster_token = match (token_file, env("REGINA_CLUSTER_TOKEN")) {
+        let inline = env("REGINA_CLUSTER_TOKEN")
+            .map(|v| (v, "REGINA_CLUSTER_TOKEN"))
+            .or_else(|| env("QUEEN_RAFT_TOKEN").map(|v| (v, "QUEEN_RAFT_TOKEN")));
+        c.cluster_token = match (token_file, inline) {
             (Some(path), _) => Some(read_token_file(&path)?),
-            (None, Some(v)) => Some(check_token(v.trim().to_string(), "REGINA_CLUSTER_TOKEN")?),
+            (None, Some((v, name))) => Some(check_token(v.trim().to_string(), name)?),
             (None, None) => None,
         };
         c.check()?;
@@ -449,6 +459,8 @@ pub fn parse_peers(v: &str) -> Result<Vec<(u64, String)>, String> {
     for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (id, addr) = part.split_once('=').ok_or(format!("--peers: {part:?} is not ID=HOST:PORT"))?;
         let id = parse_node_id(id.trim()).map_err(|e| format!("--peers: {e}"))?;
+        // Queen's QUEEN_RAFT_PEERS writes ID=RAFT/HTTP; the Raft address is the one a peer list needs.
+        let addr = addr.split_once('/').map_or(addr, |(raft, _http)| raft);
         let addr = parse_addr(addr.trim()).map_err(|e| format!("--peers: {e}"))?;
         if peers.iter().any(|(known, _)| *known == id) {
             return Err(format!("--peers: node id {id} is listed twice"));
@@ -467,9 +479,10 @@ fn parse_fsync(v: &str) -> Result<bool, String> {
 }
 
 fn parse_switch(flag: &str, v: &str) -> Result<bool, String> {
+    // Queen's settings say true and false.
     match v {
-        "on" => Ok(true),
-        "off" => Ok(false),
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
         _ => Err(format!("{flag}: {v:?} is neither on nor off")),
     }
 }

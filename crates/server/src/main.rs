@@ -36,11 +36,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REGINA_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
-        )
-        .init();
+    init_logs(|k| std::env::var(k).ok());
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let result = runtime.block_on(async move {
         let addr = std::net::SocketAddr::new(config.bind, config.port);
@@ -128,4 +124,28 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
     tracing::info!("shutting down");
+}
+
+/// Logs to stderr, filtered by `REGINA_LOG`, else Queen's `RUST_LOG`, else
+/// `LOG_LEVEL`; one JSON object per line when `QUEEN_LOG_JSON` (or
+/// `REGINA_LOG_JSON`) is `true` or `on`.
+fn init_logs(env: impl Fn(&str) -> Option<String>) {
+    let filter = ["REGINA_LOG", "RUST_LOG", "LOG_LEVEL"]
+        .iter()
+        .find_map(|k| env(k).filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "info,openraft=warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
+        eprintln!("regina: log filter {filter:?} is not valid ({e}); using info");
+        tracing_subscriber::EnvFilter::new("info,openraft=warn")
+    });
+    let json = ["REGINA_LOG_JSON", "QUEEN_LOG_JSON"]
+        .iter()
+        .find_map(|k| env(k))
+        .is_some_and(|v| matches!(v.trim(), "true" | "on" | "1"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        logs.json().with_current_span(false).init();
+    } else {
+        logs.init();
+    }
 }

@@ -120,6 +120,14 @@ pub enum Command {
     /// sink pushes and the source ack, all or nothing) or a claim of idle
     /// partitions (see `streams`).
     Stream(crate::streams::StreamCmd),
+    /// [`Command::Seek`] on one partition of the queue: only that
+    /// partition's cursor moves, and only the group's lease on it ends.
+    SeekPartition {
+        group: String,
+        queue: String,
+        partition: String,
+        target: SeekTarget,
+    },
 }
 
 impl Command {
@@ -156,6 +164,7 @@ impl Command {
             | Command::Sweep
             | Command::DeleteGroup { .. }
             | Command::Seek { .. }
+            | Command::SeekPartition { .. }
             | Command::SetSubscription { .. }
             | Command::DeleteDeadLetter { .. }
             | Command::Locks(_)

@@ -72,6 +72,29 @@ impl State {
         changed
     }
 
+    /// Moves one partition's cursor of `group`; answers 1 when the
+    /// partition exists, 0 when it does not (nothing changes then).
+    pub(crate) fn seek_partition(&mut self, group: &str, queue: &str, partition: &str, target: SeekTarget) -> u64 {
+        let Some(qid) = self.queue_names.get(queue).copied() else { return 0 };
+        let Some(pidx) = self.queues[&qid].partitions.iter().position(|p| p.name == partition) else { return 0 };
+        let now = self.now_ms;
+        let gid = self.queues.get_mut(&qid).expect("indexed").group_id(group, crate::command::Subscription::All, now);
+        let held = self.queues[&qid].partitions[pidx].cursor(gid).and_then(|c| c.lease.as_ref()).map(|l| l.id.clone());
+        if let Some(lease) = held {
+            self.lease_release(&lease, (qid, pidx as u32, gid));
+        }
+        let q = self.queues.get_mut(&qid).expect("indexed");
+        let p = &mut q.partitions[pidx];
+        let to = match target {
+            SeekTarget::End => p.next_offset(),
+            SeekTarget::Time(ms) => p.first_at_or_after(ms),
+        };
+        let to = to.max(p.base);
+        p.ensure_cursor(gid, to).reset_to(to);
+        q.refill_ready(gid);
+        1
+    }
+
     pub(crate) fn set_subscription(&mut self, group: &str, from_ms: u64) -> u64 {
         let mut changed = 0;
         for qid in self.queue_ids(None) {

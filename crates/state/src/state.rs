@@ -98,6 +98,9 @@ impl State {
                 Outcome::Changed { count: self.delete_group(group, queue.as_deref(), *delete_metadata) }
             }
             Command::Seek { group, queue, target } => Outcome::Changed { count: self.seek(group, queue, *target) },
+            Command::SeekPartition { group, queue, partition, target } => {
+                Outcome::Changed { count: self.seek_partition(group, queue, partition, *target) }
+            }
             Command::SetSubscription { group, from_ms } => {
                 Outcome::Changed { count: self.set_subscription(group, *from_ms) }
             }

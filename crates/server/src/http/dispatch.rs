@@ -4,8 +4,8 @@
 //! the `x-queen-tenant` header, or the caller's token) and picks the
 //! group's router: by the `/internal/g/{group}/...` prefix for Raft
 //! messages between nodes, by the tenant's placement for client routes.
-//! `/api/v1/cluster...` and `/health` are group 0's (they report on every
-//! group).
+//! `/api/v1/cluster...`, `/api/v1/system/raft/...` and `/health` are
+//! group 0's (they report on every group); a backup path names its group.
 
 use std::sync::Arc;
 
@@ -66,7 +66,7 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
                 .into_response()
             }
         }
-    } else if internal || path.starts_with("/api/v1/cluster") {
+    } else if internal || path.starts_with("/api/v1/cluster") || path.starts_with("/api/v1/system/raft") {
         0
     } else {
         let group = placement.group_of(tenant.as_deref());

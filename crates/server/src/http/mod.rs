@@ -23,6 +23,7 @@ pub mod forward;
 mod frames;
 pub mod fuzz_targets;
 mod input;
+pub(crate) mod pop_lag;
 pub mod producer;
 mod raft_views;
 mod render;
@@ -44,7 +45,7 @@ use regina_types::limits::REQUEST_BODY_BYTES_MAX;
 use regina_node::Replica;
 use routes::{
     ack, admin, backup, cluster, consumer_groups, dlq, ephemeral, health, jobs, kv, locks, pop, push, queues, raft,
-    streams, timers, traces, transaction,
+    raft_membership, streams, timers, traces, transaction,
 };
 
 /// A router under construction that remembers the path of every route it
@@ -124,12 +125,17 @@ fn all_routes() -> Routes {
         .route("/api/v1/timers", post(timers::post))
         .route("/api/v1/timers/{queue}", get(timers::list))
         .route("/api/v1/timers/{queue}/{*timer_key}", get(timers::peek).delete(timers::cancel))
-        .route("/api/v1/dlq", get(dlq::read))
+        .route("/api/v1/dlq", get(dlq::read).delete(dlq::purge))
+        .route("/api/v1/dlq/{id}/replay", post(dlq::replay))
         .route("/api/v1/configure", post(queues::configure))
         .route("/api/v1/resources/queues/{queue}", delete(queues::delete_queue))
         .route("/api/v1/consumer-groups/{group}", delete(consumer_groups::delete_group))
         .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(consumer_groups::delete_group_on_queue))
         .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(consumer_groups::seek))
+        .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+            post(consumer_groups::seek_partition),
+        )
         .route("/api/v1/consumer-groups/{group}/subscription", post(consumer_groups::set_subscription))
         .route("/api/v1/messages/{partition_id}/{transaction_id}", delete(consumer_groups::delete_dead_letter))
         .route("/api/v1/messages/{partition_id}/{transaction_id}/retry", post(consumer_groups::retry_dead_letter))
@@ -149,6 +155,7 @@ fn all_routes() -> Routes {
         .merge(admin::routes())
         .merge(cluster::routes())
         .merge(backup::routes())
+        .merge(raft_membership::routes())
         .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())

@@ -203,6 +203,14 @@ pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint
             });
         }
     }
+    let now = node.read_time(0);
+    for c in &r.claims {
+        crate::http::pop_lag::record(
+            &c.queue,
+            now,
+            messages.iter().filter(|m| m.queue == c.queue).map(|m| m.created_at.0 .0),
+        );
+    }
     let first = r.claims.first();
     Ok(PopJson {
         success: true,

@@ -178,6 +178,9 @@ async fn remove(State(node): State<Arc<Replica>>, Path(id): Path<String>) -> Res
 pub enum MemberChange {
     Add { id: u64, addr: String },
     Remove { id: u64 },
+    AddLearner { id: u64, addr: String },
+    Promote { ids: std::collections::BTreeSet<u64> },
+    SetVoters { ids: std::collections::BTreeSet<u64> },
 }
 
 /// Makes `change` in `node`'s own group (which this node must lead).
@@ -185,12 +188,15 @@ pub async fn change_here(node: &Replica, change: &MemberChange) -> Result<(), Me
     match change {
         MemberChange::Add { id, addr } => node.add_voter(*id, addr.clone()).await,
         MemberChange::Remove { id } => node.remove_member(*id).await,
+        MemberChange::AddLearner { id, addr } => node.add_learner(*id, addr.clone()).await,
+        MemberChange::Promote { ids } => node.promote(ids.clone()).await,
+        MemberChange::SetVoters { ids } => node.set_voters(ids.clone()).await,
     }
 }
 
 /// Every group has the same members: the change is made in each, by each
 /// group's leader (this node, or another reached at its Raft address).
-async fn change_every_group(node: &Replica, change: &MemberChange) -> Result<(), MembershipError> {
+pub(crate) async fn change_every_group(node: &Replica, change: &MemberChange) -> Result<(), MembershipError> {
     for group in node.all_groups() {
         match group.wait_for_leader(std::time::Duration::from_secs(5)).await {
             Leader::Me => change_here(&group, change).await?,
@@ -210,7 +216,7 @@ async fn change_every_group(node: &Replica, change: &MemberChange) -> Result<(),
     Ok(())
 }
 
-async fn answer(result: Result<(), MembershipError>, node: &Replica) -> Response {
+pub(crate) async fn answer(result: Result<(), MembershipError>, node: &Replica) -> Response {
     match result {
         Ok(()) => {
             (StatusCode::OK, Json(json!({ "ok": true, "cluster": crate::http::raft_views::raft_view(node).await })))

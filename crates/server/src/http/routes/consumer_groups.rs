@@ -67,28 +67,61 @@ pub async fn seek(
     Path((group, queue)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    group_name(&group)?;
-    validate_name(NameKind::Queue, &queue).map_err(ApiError::from_name)?;
-    let bytes = body_bytes(body)?;
-    let b: Map<String, Value> = json_body(&bytes, true)?;
-    let target = match (b.get("toEnd"), b.get("timestamp")) {
-        (Some(Value::Bool(true)), _) => SeekTarget::End,
-        (_, Some(Value::String(ts))) => SeekTarget::Time(parse_iso(ts).ok_or_else(|| {
-            ApiError::bad_request(format!("timestamp {ts:?} is not an ISO-8601 time")).at_field("timestamp")
-        })?),
-        (None, None) if b.is_empty() => SeekTarget::End,
-        _ => return Err(ApiError::bad_request("a seek needs {\"toEnd\": true} or {\"timestamp\": \"<ISO-8601>\"}")),
-    };
+    let target = seek_target(&group, &queue, body)?;
     let has_partitions = node.tenant_state().queue(&queue).is_some_and(|q| !q.partitions.is_empty());
     if !has_partitions {
         return Err(ApiError::new(crate::http::codes::NOT_FOUND, format!("queue {queue} has no partitions to seek")));
     }
     let n = changed(&node, Command::Seek { group: group.clone(), queue: queue.clone(), target }).await?;
+    Ok(seek_answer(&group, &queue, None, target, n))
+}
+
+/// `POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek`:
+/// the same seek on one partition; the group's other cursors and leases
+/// stay as they are.
+pub async fn seek_partition(
+    State(node): State<Arc<Replica>>,
+    Path((group, queue, partition)): Path<(String, String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let target = seek_target(&group, &queue, body)?;
+    validate_name(NameKind::Partition, &partition).map_err(|e| ApiError::from_name(e).at_field("partition"))?;
+    let exists = node.tenant_state().queue(&queue).is_some_and(|q| q.partition_by_name(&partition).is_some());
+    if !exists {
+        return Err(ApiError::new(
+            crate::http::codes::NOT_FOUND,
+            format!("queue {queue} has no partition {partition:?} to seek"),
+        ));
+    }
+    let cmd =
+        Command::SeekPartition { group: group.clone(), queue: queue.clone(), partition: partition.clone(), target };
+    let n = changed(&node, cmd).await?;
+    Ok(seek_answer(&group, &queue, Some(&partition), target, n))
+}
+
+/// A seek's names, checked, and its target: `{"toEnd": true}`,
+/// `{"timestamp": ISO}`, or an empty body (the end).
+fn seek_target(group: &str, queue: &str, body: Result<Bytes, BytesRejection>) -> ApiResult<SeekTarget> {
+    group_name(group)?;
+    validate_name(NameKind::Queue, queue).map_err(ApiError::from_name)?;
+    let bytes = body_bytes(body)?;
+    let b: Map<String, Value> = json_body(&bytes, true)?;
+    match (b.get("toEnd"), b.get("timestamp")) {
+        (Some(Value::Bool(true)), _) => Ok(SeekTarget::End),
+        (_, Some(Value::String(ts))) => Ok(SeekTarget::Time(parse_iso(ts).ok_or_else(|| {
+            ApiError::bad_request(format!("timestamp {ts:?} is not an ISO-8601 time")).at_field("timestamp")
+        })?)),
+        (None, None) if b.is_empty() => Ok(SeekTarget::End),
+        _ => Err(ApiError::bad_request("a seek needs {\"toEnd\": true} or {\"timestamp\": \"<ISO-8601>\"}")),
+    }
+}
+
+fn seek_answer(group: &str, queue: &str, partition: Option<&str>, target: SeekTarget, n: u64) -> Response {
     let (to_end, ts) = match target {
         SeekTarget::End => (true, None),
         SeekTarget::Time(ms) => (false, Some(format_iso(ms))),
     };
-    Ok(axum::Json(json!({
+    let mut answer = json!({
         "success": true,
         "consumerGroup": group,
         "queueName": queue,
@@ -96,8 +129,11 @@ pub async fn seek(
         "targetTimestamp": ts,
         "partitionsUpdated": n,
         "updated": n,
-    }))
-    .into_response())
+    });
+    if let Some(p) = partition {
+        answer["partitionName"] = json!(p);
+    }
+    axum::Json(answer).into_response()
 }
 
 pub async fn set_subscription(
@@ -151,7 +187,13 @@ pub async fn retry_dead_letter(
     State(node): State<Arc<Replica>>,
     Path((pid, txn)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let partition_id = partition_id(&pid)?;
+    replay_dead_letter(&node, partition_id(&pid)?, txn).await
+}
+
+/// Pushes a dead-lettered message again at the end of its partition and
+/// drops its row, in one entry.
+pub async fn replay_dead_letter(node: &Replica, partition_id: u64, txn: String) -> ApiResult<Response> {
+    let pid = partition_id.to_string();
     let (entry, queue) = {
         let m = node.tenant_state();
         let Some(e) = m.dead_letter(partition_id, &txn).cloned() else {
@@ -166,7 +208,7 @@ pub async fn retry_dead_letter(
     // The replay keeps the payload as stored (sealed or not).
     // A damaged body is not pushed again as if it were the message: the row
     // stays, for inspection and delete.
-    let body = crate::http::render::stored_body(&node, entry.pos, entry.len)?.map_err(|d| {
+    let body = crate::http::render::stored_body(node, entry.pos, entry.len)?.map_err(|d| {
         ApiError::new(crate::http::codes::UNREADABLE_BODY, format!("the dead-lettered body is damaged: {}", d.reason))
     })?;
     let item = PushItem {

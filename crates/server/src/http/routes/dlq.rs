@@ -1,10 +1,16 @@
-//! `GET /api/v1/dlq`: dead-lettered messages, newest last, filtered by queue
-//! and consumer group (and partition and a failure-time window), paged by
-//! `limit` and `offset`. `total` counts every match before paging.
+//! The dead-letter routes beside the per-message ones:
+//!
+//! - `GET /api/v1/dlq`: dead-lettered messages, newest last, filtered by
+//!   queue and consumer group (and partition and a failure-time window),
+//!   paged by `limit` and `offset`. `total` counts every match before paging.
+//! - `DELETE /api/v1/dlq?queue=Q[&consumerGroup=G][&partition=P]`: purges
+//!   every matching row of one queue (the queue is required).
+//! - `POST /api/v1/dlq/{id}/replay`: the retry of the row whose message has
+//!   id `id` (the `id` the list shows).
 
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
@@ -68,4 +74,75 @@ pub async fn read(State(node): State<Arc<Replica>>, RawQuery(q): RawQuery) -> Ap
         }));
     }
     Ok(axum::Json(json!({ "messages": messages, "total": total })).into_response())
+}
+
+/// Deletes at once, at most: the proposer packs them into few entries.
+const PURGE_CONCURRENCY: usize = 256;
+
+pub async fn purge(State(node): State<Arc<Replica>>, RawQuery(q): RawQuery) -> ApiResult<Response> {
+    let pairs = query_pairs(q.as_deref())?;
+    let Some(queue) = query_get(&pairs, "queue").filter(|s| !s.is_empty()) else {
+        return Err(ApiError::bad_request("a purge needs queue (one exact queue name)").at_field("queue"));
+    };
+    let group = query_get(&pairs, "consumerGroup").filter(|s| !s.is_empty());
+    let partition = query_get(&pairs, "partition").filter(|s| !s.is_empty());
+    let rows: Vec<(u64, u64, u32)> = {
+        let m = node.tenant_state();
+        let Some(q) = m.queue(queue) else {
+            return Err(ApiError::new(crate::http::codes::QUEUE_NOT_FOUND, format!("queue {queue:?} does not exist")));
+        };
+        q.dlq
+            .iter()
+            .filter(|e| group.is_none_or(|g| g == e.group))
+            .filter(|e| partition.is_none_or(|p| p == e.partition))
+            .map(|e| (e.partition_id, e.pos, e.len))
+            .collect()
+    };
+    // Each row is deleted by its message's transaction id, read from its body.
+    let mut targets = Vec::with_capacity(rows.len());
+    for (partition_id, pos, len) in rows {
+        let (b, _) = read_message(&node, pos, len)?;
+        targets.push((partition_id, b.transaction_id));
+    }
+    let mut purged = 0u64;
+    for chunk in targets.chunks(PURGE_CONCURRENCY) {
+        let mut set = tokio::task::JoinSet::new();
+        for (partition_id, txn) in chunk.iter().cloned() {
+            let node = node.clone();
+            set.spawn(async move {
+                node.propose(regina_state::Command::DeleteDeadLetter { partition_id, transaction_id: txn }).await
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            let outcome = done.map_err(|e| ApiError::internal(e.to_string()))?;
+            if let regina_state::Outcome::Found(true) = outcome? {
+                purged += 1;
+            }
+        }
+    }
+    Ok(axum::Json(json!({
+        "success": true,
+        "queue": queue,
+        "consumerGroup": group,
+        "partition": partition,
+        "purged": purged,
+    }))
+    .into_response())
+}
+
+pub async fn replay(State(node): State<Arc<Replica>>, Path(id): Path<String>) -> ApiResult<Response> {
+    let Ok(wanted) = uuid::Uuid::parse_str(&id) else {
+        return Err(ApiError::bad_request(format!("{id:?} is not a dead-letter id (a message id)")).at_field("id"));
+    };
+    let rows: Vec<(u64, u64, u32)> = {
+        let m = node.tenant_state();
+        m.queues.values().flat_map(|q| q.dlq.iter().map(|e| (e.partition_id, e.pos, e.len))).collect()
+    };
+    for (partition_id, pos, len) in rows {
+        let (b, _) = read_message(&node, pos, len)?;
+        if b.id == *wanted.as_bytes() {
+            return super::consumer_groups::replay_dead_letter(&node, partition_id, b.transaction_id).await;
+        }
+    }
+    Err(ApiError::new(crate::http::codes::NOT_FOUND, format!("no dead-letter row has id {id}")))
 }

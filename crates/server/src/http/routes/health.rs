@@ -3,6 +3,9 @@
 //! its storage takes writes (a failed WAL, a disk past its high watermark or
 //! out of space:
 //! 503 with the reason). Answered by every node itself, never forwarded.
+//! `raft` repeats the essentials under the names of Queen's `/health`
+//! (`role`, `leader`, `term`, `applied`, `commit`, `lag`, `storageReady`,
+//! `apply`).
 
 use std::sync::Arc;
 
@@ -35,8 +38,20 @@ pub async fn health(State(node): State<Arc<Replica>>) -> Response {
         "storageShort": short,
         "disk": { "usedPct": disk.used_pct, "highPct": disk.high_pct, "lowPct": disk.low_pct, "full": disk.full },
     });
+    // Queen's block, under Queen's names, beside Regina's own fields.
+    let queen = json!({
+        "role": if body["role"] == "shutdown" { json!("stopped") } else { body["role"].clone() },
+        "leader": !body["leader"].is_null(),
+        "term": body["term"],
+        "applied": body["appliedIndex"],
+        "commit": body["commitIndex"],
+        "lag": body["lag"],
+        "storageReady": poisoned.is_none() && !full,
+        "apply": { "failure": null, "skipped": 0 },
+    });
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
         body.extend(extra.clone());
+        body.insert("raft".into(), queen);
     }
     let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()

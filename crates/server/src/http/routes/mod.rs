@@ -18,6 +18,7 @@ pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod queues;
 pub(crate) mod raft;
+pub(crate) mod raft_membership;
 pub(crate) mod streams;
 pub(crate) mod timer_ops;
 pub(crate) mod timers;

@@ -142,17 +142,34 @@ pub async fn metrics(State(node): State<Arc<Replica>>, headers: HeaderMap) -> Re
 
 /// `GET /metrics/prometheus`: always the text exposition.
 pub async fn prometheus(State(node): State<Arc<Replica>>) -> Response {
-    text_response(&gather(&node))
+    let f = gather(&node);
+    let mut text = render_text(&f);
+    let groups = super::queen_metrics::groups(&node).await;
+    let disk = node.disk();
+    let queen = super::queen_metrics::QueenFigures {
+        groups: &groups,
+        storage_full: disk.full || node.storage_short().is_some(),
+        dlq_by_queue: f.queues.iter().map(|q| (q.name.clone(), q.dlq_rows)).collect(),
+        pop_lag: crate::http::pop_lag::figures(node.read_time(0)),
+        uptime: f.uptime,
+        resident_bytes: f.process.resident_bytes,
+    };
+    super::queen_metrics::render(&mut text, &queen);
+    prometheus_text(text)
 }
 
 fn text_response(f: &Figures) -> Response {
-    let mut resp = render_text(f).into_response();
+    prometheus_text(render_text(f))
+}
+
+fn prometheus_text(text: String) -> Response {
+    let mut resp = text.into_response();
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TYPE));
     resp
 }
 
 /// A label value with `\`, `"` and newlines escaped as the format requires.
-fn label(v: &str) -> String {
+pub(super) fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
@@ -165,7 +182,7 @@ fn render_text(f: &Figures) -> String {
 }
 
 /// Appends one metric in the Prometheus text format.
-fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+pub(super) fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     for (labels, value) in samples {
         let _ = writeln!(out, "{name}{labels} {value}");

@@ -11,7 +11,9 @@
 mod consumer_groups;
 mod messages;
 mod metrics;
+mod offsets;
 mod process;
+mod queen_metrics;
 mod queues;
 mod reads;
 mod resources;
@@ -61,6 +63,7 @@ pub fn routes() -> crate::http::Routes {
         .route("/metrics", get(metrics::metrics))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .route("/api/v1/fetch", post(reads::fetch))
+        .route("/api/v1/fetch/offsets", post(offsets::offsets))
         .route("/api/v1/partitions/changed", post(reads::changed))
 }
 
