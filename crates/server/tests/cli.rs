@@ -172,7 +172,7 @@ async fn dlq_replay_moves_dead_letters_back_and_purge_empties_the_dlq() {
     .await
     .unwrap();
     assert_eq!(listed["total"], json!(5), "{listed}");
-    assert_eq!(listed["messages"][0]["errorMessage"].as_str().is_some(), true);
+    assert!(listed["messages"][0]["errorMessage"].as_str().is_some());
     assert_eq!(rest["total"], json!(4));
     let replayed_txn = listed["messages"][0]["transactionId"].clone();
     let back = sdk.pop("work").batch(10).send().await.unwrap();
@@ -314,4 +314,49 @@ fn exit_codes_and_completions() {
     let run = cli(&url, &["cluster", "leader", "--id", "1"]);
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("--group"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_and_jobs_are_listed_cancelled_and_retried() {
+    let ws = Workspace::new();
+    let broker = Broker::start(&ws);
+    let url = broker.base();
+    let sdk = Client::new(url.clone()).unwrap();
+    let timer = regina_client::Timer::new("reminders", "order-1", Duration::from_secs(600)).payload(json!({"o":1}));
+    sdk.timers().schedule(&timer).await.unwrap();
+    let emails = sdk.jobs().queue("emails");
+    emails.configure(&regina_client::JobConfig::new().no_retry()).await.unwrap();
+    emails.enqueue("welcome-1", json!({ "to": "a" })).await.unwrap();
+    emails.enqueue("welcome-2", json!({ "to": "b" })).await.unwrap();
+    let claim = emails.claim("worker").await.unwrap().unwrap();
+    let failed_id = claim.id.clone();
+    assert!(emails.fail(&claim, "smtp down").await.unwrap().applied);
+
+    let url2 = url.clone();
+    let failed = failed_id.clone();
+    tokio::task::spawn_blocking(move || {
+        let url = url2;
+        let timers = cli(&url, &["--json", "timers", "list", "reminders"]).ok().json();
+        assert_eq!(timers[0]["timerKey"], json!("order-1"), "{timers}");
+        assert_eq!(timers[0]["payload"], json!({"o":1}));
+        // Not failed: retry is refused with exit 1.
+        assert_eq!(cli(&url, &["timers", "retry", "reminders", "order-1"]).code, 1);
+        cli(&url, &["timers", "cancel", "reminders", "order-1"]).ok();
+        assert_eq!(cli(&url, &["timers", "cancel", "reminders", "order-1"]).code, 1);
+        assert_eq!(cli(&url, &["--json", "timers", "list", "reminders"]).ok().json(), json!([]));
+
+        let listed = cli(&url, &["--json", "jobs", "list", "emails", "--state", "failed"]).ok().json();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+        assert_eq!(listed[0]["id"], json!(failed));
+        let stats = cli(&url, &["--json", "jobs", "stats", "emails"]).ok().json();
+        assert_eq!(stats["counts"]["failed"], json!(1), "{stats}");
+        cli(&url, &["jobs", "retry", "emails", &failed]).ok();
+        // Pending again: a second retry is refused.
+        assert_eq!(cli(&url, &["jobs", "retry", "emails", &failed]).code, 1);
+        let stats = cli(&url, &["--json", "jobs", "stats", "emails"]).ok().json();
+        assert_eq!((stats["counts"]["failed"].clone(), stats["counts"]["pending"].clone()), (json!(0), json!(2)));
+        assert_eq!(cli(&url, &["jobs", "get", "emails", "nope"]).code, 1);
+    })
+    .await
+    .unwrap();
 }

@@ -1,6 +1,6 @@
 //! `regina jobs list|get|stats|retry`: job queues.
 
-use regina_client::{Client, Job, JobState};
+use regina_client::{Client, Job, JobQueue, JobState};
 use serde_json::{json, Value};
 
 use super::{short, table, CliError, Out};
@@ -51,40 +51,7 @@ pub(crate) async fn run(client: &Client, out: &Out, command: JobsCommand) -> Res
         }
     };
     match command {
-        JobsCommand::List { queue, state, limit, scope } => {
-            let jq = queue_of(&queue, scope);
-            let state = state.as_deref().and_then(JobState::parse);
-            let mut rows = Vec::new();
-            let mut after: Option<String> = None;
-            while rows.len() < limit as usize {
-                let want = (limit as usize - rows.len()).min(1_000) as u32;
-                let page = jq.list(state, after.as_deref(), want).await?;
-                rows.extend(page.rows);
-                after = page.next_after;
-                if after.is_none() {
-                    break;
-                }
-            }
-            if out.json {
-                out.doc(&Value::Array(rows.iter().map(job_json).collect()));
-                return Ok(());
-            }
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|j| {
-                    vec![
-                        j.id.clone(),
-                        j.state.to_string(),
-                        j.attempts.to_string(),
-                        j.updated_at.clone(),
-                        short(&j.payload),
-                        if j.error.is_null() { "-".into() } else { short(&j.error) },
-                    ]
-                })
-                .collect();
-            table(&["id", "state", "attempts", "updatedAt", "payload", "error"], &cells);
-            Ok(())
-        }
+        JobsCommand::List { queue, state, limit, scope } => list(&queue_of(&queue, scope), out, state, limit).await,
         JobsCommand::Get { queue, id, scope } => {
             let Some(job) = queue_of(&queue, scope).get(&id).await? else {
                 return Err(CliError::Refused(format!("no job {queue}/{id}")));
@@ -133,6 +100,40 @@ pub(crate) async fn run(client: &Client, out: &Out, command: JobsCommand) -> Res
             Ok(())
         }
     }
+}
+
+async fn list(jq: &JobQueue, out: &Out, state: Option<String>, limit: u32) -> Result<(), CliError> {
+    let state = state.as_deref().and_then(JobState::parse);
+    let mut rows = Vec::new();
+    let mut after: Option<String> = None;
+    while rows.len() < limit as usize {
+        let want = (limit as usize - rows.len()).min(1_000) as u32;
+        let page = jq.list(state, after.as_deref(), want).await?;
+        rows.extend(page.rows);
+        after = page.next_after;
+        if after.is_none() {
+            break;
+        }
+    }
+    if out.json {
+        out.doc(&Value::Array(rows.iter().map(job_json).collect()));
+        return Ok(());
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|j| {
+            vec![
+                j.id.clone(),
+                j.state.to_string(),
+                j.attempts.to_string(),
+                j.updated_at.clone(),
+                short(&j.payload),
+                if j.error.is_null() { "-".into() } else { short(&j.error) },
+            ]
+        })
+        .collect();
+    table(&["id", "state", "attempts", "updatedAt", "payload", "error"], &cells);
+    Ok(())
 }
 
 fn job_json(j: &Job) -> Value {
