@@ -4,6 +4,8 @@
 //! and the exit codes scripts rely on.
 
 mod support;
+#[path = "support/tokens.rs"]
+mod tokens;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -35,12 +37,18 @@ impl Run {
     }
 }
 
-/// Starts `regina ARGS` against `url` (none: no `--url`), feeding `stdin`.
+/// Starts `regina ARGS` with `REGINA_URL=url` (none: unset), feeding `stdin`.
 fn spawn(url: Option<&str>, args: &[&str], stdin: &str) -> mpsc::Receiver<Run> {
+    let env: Vec<(&str, &str)> = url.map(|u| ("REGINA_URL", u)).into_iter().collect();
+    spawn_env(&env, args, stdin)
+}
+
+/// Starts `regina ARGS` with only `env` of the CLI's variables set.
+fn spawn_env(env: &[(&str, &str)], args: &[&str], stdin: &str) -> mpsc::Receiver<Run> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_regina"));
     cmd.args(args).env_remove("REGINA_URL").env_remove("REGINA_TOKEN").env_remove("REGINA_TENANT");
-    if let Some(u) = url {
-        cmd.env("REGINA_URL", u);
+    for (k, v) in env {
+        cmd.env(k, v);
     }
     let mut child =
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run regina");
@@ -359,4 +367,31 @@ async fn timers_and_jobs_are_listed_cancelled_and_retried() {
     })
     .await
     .unwrap();
+}
+
+#[test]
+fn token_and_tenant_are_sent_with_every_command() {
+    let ws = Workspace::new();
+    let env = [("JWT_ENABLED", "true"), ("JWT_SECRET", tokens::SECRET), ("REGINA_TENANCY", "on")];
+    let broker = Broker::start_with(&ws, &env);
+    let url = broker.base();
+    // No token: the server refuses (exit 1) and says why.
+    let run = cli(&url, &["queues"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("401"), "{}", run.stderr);
+    let admin = tokens::token("ops", "admin");
+    let with = |tenant: &str, args: &[&str]| {
+        let mut all = vec!["--token", admin.as_str(), "--tenant", tenant];
+        all.extend_from_slice(args);
+        cli(&url, &all)
+    };
+    with("acme", &["push", "orders", r#"{"t":"acme"}"#]).ok();
+    let names = |v: &Value| v["queues"].as_array().unwrap().iter().map(|q| q["name"].clone()).collect::<Vec<_>>();
+    assert_eq!(names(&with("acme", &["--json", "queues"]).ok().json()), vec![json!("orders")]);
+    assert!(names(&with("globex", &["--json", "queues"]).ok().json()).is_empty(), "tenants do not see each other");
+    // The environment gives the same defaults.
+    let env = [("REGINA_URL", url.as_str()), ("REGINA_TOKEN", admin.as_str()), ("REGINA_TENANT", "acme")];
+    let v = finish(&spawn_env(&env, &["--json", "queues"], ""), "queues").ok().json();
+    assert_eq!(names(&v), vec![json!("orders")]);
+    assert_eq!(finish(&spawn(Some(&url), &["status"], ""), "status").code, 1, "status needs the token too");
 }
