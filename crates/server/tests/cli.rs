@@ -81,6 +81,13 @@ fn cli_in(url: &str, args: &[&str], stdin: &str) -> Run {
     finish(&spawn(Some(url), args, stdin), &args.join(" "))
 }
 
+/// Writes `text` to a file beside the workspace's data and answers its path.
+fn ws_file(ws: &Workspace, name: &str, text: &str) -> String {
+    let path = ws.log_path().with_file_name(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().to_string()
+}
+
 fn lines(text: &str) -> Vec<Value> {
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -121,6 +128,10 @@ fn push_from_stdin_then_export_and_import_keep_the_payloads() {
     let pushed = cli_in(&url, &["--json", "push", "src", "--ndjson"], input).ok().json();
     assert_eq!(pushed.as_array().unwrap().len(), 3);
     assert_eq!(pushed[2]["offset"], json!(2));
+    // A file holds one document.
+    let file = ws_file(&ws, "one.json", r#"{"from":"file"}"#);
+    let from_file = cli(&url, &["--json", "push", "files", "--file", &file]).ok().json();
+    assert_eq!(from_file[0]["offset"], json!(0));
     // One document from stdin (`-`) to another partition.
     cli_in(&url, &["push", "src", "--partition", "other", "-"], "{\"i\":4}").ok();
 
@@ -318,6 +329,9 @@ fn exit_codes_and_completions() {
     assert!(run.stdout.contains("--data-dir"), "{}", run.stdout);
     // `cluster` keeps its own arguments.
     let run = cli(&url, &["cluster", "status", "--url", &url]).ok();
+    assert!(run.stdout.contains("leader: node 1"), "{}", run.stdout);
+    // Global options first reach it too.
+    let run = finish(&spawn(Some(&dead), &["--url", &url, "cluster", "status"], ""), "cluster status").ok();
     assert!(run.stdout.contains("leader: node 1"), "{}", run.stdout);
     let run = cli(&url, &["cluster", "leader", "--id", "1"]);
     assert_eq!(run.code, 1);

@@ -219,8 +219,9 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
 /// command with that URL, unless its own arguments name another.
 fn cluster_with_url(args: &[String], url: &str) -> i32 {
     let mut with_url = args.to_vec();
-    let at = 1.min(with_url.len());
-    with_url.splice(at..at, ["--url".to_string(), url.to_string()]);
+    if !with_url.is_empty() {
+        with_url.splice(1..1, ["--url".to_string(), url.to_string()]);
+    }
     match run(&with_url, |k| std::env::var(k).ok()) {
         Ok(()) => EXIT_OK,
         Err(e) => {
