@@ -2,7 +2,7 @@
 //! `regina status`: the broker's overview reads.
 
 use regina_client::Client;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{cell, table, CliError, Out};
 
@@ -152,6 +152,5 @@ pub(crate) async fn status(client: &Client, out: &Out) -> Result<(), CliError> {
         vec!["active leases".into(), cell(&s["leases"]["active"])],
     ];
     table(&["", "count"], &rows);
-    let _: &Value = s;
     Ok(())
 }
