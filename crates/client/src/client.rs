@@ -150,6 +150,8 @@ struct Inner {
     http: reqwest::Client,
     /// The tenant every call acts for (`None`: the default tenant).
     tenant: Option<String>,
+    /// The bearer token every call carries (`None`: none).
+    token: Option<String>,
     follow_leader: bool,
     /// `http://HOST:PORT` of the leader the last answer named.
     leader: std::sync::Mutex<Option<String>>,
@@ -181,8 +183,15 @@ impl Client {
         // A trailing slash would double the one every path starts with.
         let base = url.trim_end_matches('/').to_string();
         let follow_leader = base.starts_with("http://");
-        let inner =
-            Inner { base, http, tenant: None, follow_leader, leader: Default::default(), refused: Default::default() };
+        let inner = Inner {
+            base,
+            http,
+            tenant: None,
+            token: None,
+            follow_leader,
+            leader: Default::default(),
+            refused: Default::default(),
+        };
         Ok(Client { inner: Arc::new(inner) })
     }
 
@@ -196,14 +205,22 @@ impl Client {
     /// groups with their own leaders, so it keeps its own leader hint.
     pub fn with_tenant(&self, tenant: impl Into<String>) -> Client {
         let tenant = Some(tenant.into()).filter(|t| !t.is_empty());
-        self.rebuilt(tenant, self.inner.follow_leader)
+        self.rebuilt(tenant, self.inner.token.clone(), self.inner.follow_leader)
+    }
+
+    /// A client whose calls carry `token` as `Authorization: Bearer`, for a
+    /// broker with authentication on; shares this one's connections. An
+    /// empty token sends none.
+    pub fn with_token(&self, token: impl Into<String>) -> Client {
+        let token = Some(token.into()).filter(|t| !t.is_empty());
+        self.rebuilt(self.inner.tenant.clone(), token, self.inner.follow_leader)
     }
 
     /// Whether calls go straight to the leader the broker names (on by
     /// default for `http://` URLs; the leader's Raft address must then be
     /// reachable from the client). Off: every call goes to the URL given.
     pub fn follow_leader(&self, on: bool) -> Client {
-        self.rebuilt(self.inner.tenant.clone(), on && self.inner.base.starts_with("http://"))
+        self.rebuilt(self.inner.tenant.clone(), self.inner.token.clone(), on && self.inner.base.starts_with("http://"))
     }
 
     /// Where the next call goes when it is not the given URL: the leader
@@ -212,11 +229,12 @@ impl Client {
         self.inner.leader.lock().map(|l| l.clone()).unwrap_or(None)
     }
 
-    fn rebuilt(&self, tenant: Option<String>, follow_leader: bool) -> Client {
+    fn rebuilt(&self, tenant: Option<String>, token: Option<String>, follow_leader: bool) -> Client {
         let inner = Inner {
             base: self.inner.base.clone(),
             http: self.inner.http.clone(),
             tenant,
+            token,
             follow_leader,
             leader: Default::default(),
             refused: Default::default(),
@@ -297,6 +315,9 @@ impl Client {
         let mut b = self.inner.http.request(req.method.clone(), format!("{base}{}", req.path));
         if let Some(t) = &self.inner.tenant {
             b = b.header(TENANT_HEADER, t);
+        }
+        if let Some(t) = &self.inner.token {
+            b = b.bearer_auth(t);
         }
         if !req.query.is_empty() {
             b = b.query(&req.query);

@@ -5,7 +5,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`Client`] | one broker: `Client::new(url)`, and [`Error`] with the broker's `code` and `reason` |
+//! | [`Client`] | one broker: `Client::new(url)`, [`Client::with_tenant`], [`Client::with_token`], and [`Error`] with the broker's `code` and `reason` |
 //! | queues | [`Client::push`], [`Client::pop`] ([`Pop`]: group, batch, wait, partition, lease), [`Client::extend_lease`] |
 //! | acks | [`Client::ack`], [`Client::nack`], [`Client::settle`], [`Client::ack_batch`] ([`Ack`]) |
 //! | steps | [`Client::step`]: acks, pushes, KV writes, `once` markers, timers and lock guards committed together ([`StepOutcome`]) |
@@ -13,6 +13,7 @@
 //! | timers | [`Client::timers`]: schedule (after a delay or at a time), reschedule, cancel, peek, list by state or due order, retry a failed timer ([`Timer`]) |
 //! | locks | [`Client::locks`]: raw acquire/renew/release/get of a lock or a semaphore, and [`LockHandle`], which renews itself |
 //! | jobs | [`Client::jobs`]: job queues by id; [`JobQueue`] has configure, enqueue, claim, renew, complete, fail, release, retry, cancel, get, scan and stats, [`Jobs::batch`] sends any [`JobOp`]s as one call, [`Step::job`] rides them on a step |
+//! | admin | [`Client::queues`], [`Client::queue_detail`], [`Client::consumer_groups`], [`Client::status`], [`Client::health`], [`Client::messages`] (kept messages, [`MessageQuery`]), the dead letters: [`Client::dead_letters`], [`Client::replay_dead_letter`], [`Client::delete_dead_letter`] |
 //! | workers | [`JobWorker`]: claim (long poll), renew in the background, complete on `Ok`, fail on `Err`, stop on a [`Shutdown`] |
 //!
 //! Refusals the broker answers as verdicts (a refused ack, a held lock, a
@@ -114,6 +115,7 @@
 //! ```
 
 mod ack;
+mod admin;
 mod base64;
 mod client;
 mod handle;
@@ -128,6 +130,7 @@ mod step;
 mod timers;
 
 pub use ack::{Ack, AckResult, AckStatus};
+pub use admin::{DeadLetter, DeadLetterPage, MessageQuery, StoredMessage, DLQ_PAGE_MAX, MESSAGES_PAGE_MAX};
 pub use client::{Client, Error, Result, LEADER_HEADER, TENANT_HEADER};
 pub use handle::LockHandle;
 pub use job_answers::{

@@ -204,6 +204,11 @@ usage: regina cluster status [--url URL]
   sent as the bearer token when the node checks tokens; `status` asks each
   member at its Raft address with REGINA_CLUSTER_TOKEN (or the first line of
   REGINA_CLUSTER_TOKEN_FILE).
+
+usage: regina [--url URL] [--json] COMMAND ...
+  the operator commands against a running node (push, tail, queues, queue,
+  groups, dlq, kv, timers, jobs, status, export, import, completions):
+  `regina help` lists them, `regina help COMMAND` describes one; docs/cli.md.
 ";
 
 /// The environment variables read at start, each standing for its flag

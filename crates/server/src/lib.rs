@@ -27,7 +27,6 @@
 //! [`serve`] takes a bound listener and a shutdown signal, so tests start a
 //! node on port 0.
 
-pub mod backup_cli;
 pub mod cli;
 pub mod config;
 pub mod doors;

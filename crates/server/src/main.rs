@@ -1,29 +1,15 @@
 //! The `regina` binary: read the configuration, serve until SIGTERM or
-//! Ctrl-C, then shut down cleanly.
+//! Ctrl-C, then shut down cleanly; or, when the first argument names one
+//! of its commands, the operator CLI (`regina_server::cli`).
 
 use regina_server::config::{Config, USAGE};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let offline: Option<fn(&[String], fn(&str) -> Option<String>) -> Result<(), String>> =
-        match args.first().map(String::as_str) {
-            Some("backup") => Some(|a, env| regina_server::backup_cli::backup(a, env)),
-            Some("restore") => Some(|a, env| regina_server::backup_cli::restore(a, env)),
-            _ => None,
-        };
-    if let Some(run) = offline {
-        if let Err(e) = run(&args[1..], |k| std::env::var(k).ok()) {
-            eprintln!("regina: {e}");
-            std::process::exit(1);
-        }
-        return;
-    }
-    if args.first().map(String::as_str) == Some("cluster") {
-        if let Err(e) = regina_server::cli::run(&args[1..], |k| std::env::var(k).ok()) {
-            eprintln!("regina: {e}");
-            std::process::exit(1);
-        }
-        return;
+    // A first argument naming a command (`push`, `queues`, `cluster`, ...)
+    // runs the operator CLI; anything else (flags) starts the server.
+    if regina_server::cli::wants_cli(&args) {
+        std::process::exit(regina_server::cli::main(&args));
     }
     let config = match Config::from_args_and_env(args, |k| std::env::var(k).ok()) {
         Ok(Some(c)) => c,

@@ -16,7 +16,7 @@
 //! (`--encryption-key-file`, or `D/encryption.key`).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,22 +46,12 @@ struct GroupManifest {
     bytes: u64,
 }
 
-/// `regina backup ...`; `Err` carries the message for the user.
-pub fn backup(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), String> {
-    let mut url = env("REGINA_URL").unwrap_or_else(|| crate::cli::DEFAULT_URL.to_string());
-    let mut dir = None;
-    let mut rest = args.iter();
-    while let Some(a) = rest.next() {
-        match a.as_str() {
-            "--url" => url = rest.next().cloned().ok_or("--url needs a value")?,
-            other if other.starts_with('-') => return Err(format!("regina backup: unknown argument {other}")),
-            other => dir = Some(PathBuf::from(other)),
-        }
-    }
-    let dir = dir.ok_or("usage: regina backup [--url URL] DIR")?;
+/// `regina backup DIR`: every group of the node at `url` into `dir`.
+pub fn backup(url: &str, token: Option<&str>, dir: &Path) -> Result<(), String> {
+    let dir = dir.to_path_buf();
+    let token = token.map(str::to_string);
     ensure_empty(&dir)?;
     let url = url.trim_end_matches('/').to_string();
-    let token = env("REGINA_TOKEN");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         let client = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
@@ -141,27 +131,10 @@ async fn backup_group(
     Ok(GroupManifest { group: g, snapshot, segments, bytes })
 }
 
-/// `regina restore ...`.
-pub fn restore(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<(), String> {
-    let mut data_dir = env("REGINA_DATA_DIR").map(PathBuf::from);
-    let mut node_id: u64 = 1;
-    let mut addr = None;
-    let mut dir = None;
-    let mut rest = args.iter();
-    while let Some(a) = rest.next() {
-        let mut value = || rest.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--data-dir" => data_dir = Some(PathBuf::from(value()?)),
-            "--node-id" => {
-                node_id = value()?.parse().ok().filter(|n| *n > 0).ok_or("--node-id: not a positive node id")?
-            }
-            "--addr" => addr = Some(value()?),
-            other if other.starts_with('-') => return Err(format!("regina restore: unknown argument {other}")),
-            other => dir = Some(PathBuf::from(other)),
-        }
-    }
-    let usage = "usage: regina restore DIR --data-dir DATA_DIR [--node-id N] [--addr HOST:PORT]";
-    let (dir, data_dir) = (dir.ok_or(usage)?, data_dir.ok_or(usage)?);
+/// `regina restore DIR --data-dir D`: a new node's data directory from a
+/// backup, with node `node_id` at `addr` its sole voter.
+pub fn restore(dir: &Path, data_dir: &Path, node_id: u64, addr: Option<String>) -> Result<(), String> {
+    let (dir, data_dir) = (dir.to_path_buf(), data_dir.to_path_buf());
     let addr = addr.unwrap_or_else(|| format!("{}:{}", crate::config::DEFAULT_BIND, crate::config::DEFAULT_PORT));
     let text = std::fs::read(dir.join(MANIFEST))
         .map_err(|e| format!("{} is not a complete backup (no {MANIFEST}): {e}", dir.display()))?;
