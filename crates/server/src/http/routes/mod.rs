@@ -7,6 +7,7 @@ pub(crate) mod admin;
 pub(crate) mod binary;
 pub(crate) mod cluster;
 pub(crate) mod consumer_groups;
+pub(crate) mod dashboard;
 pub(crate) mod dlq;
 pub(crate) mod ephemeral;
 pub(crate) mod health;
