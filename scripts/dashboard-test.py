@@ -64,17 +64,21 @@ class Node:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = None
         self.log = open(os.path.join(self.dir, "node.log"), "w")
-        e = dict(os.environ, REGINA_DISK_HIGH_PCT="100", REGINA_DISK_LOW_PCT="99", **(env or {}))
+        e = dict(os.environ, REGINA_DISK_HIGH_PCT="100", REGINA_DISK_LOW_PCT="99")
+        e.update(env or {})
         self.proc = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(self.port), "--data-dir",
                                       os.path.join(self.dir, "data")], stdout=self.log, stderr=subprocess.STDOUT, env=e)
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if json.load(r).get("leader") is not None:
-                        return
-            except Exception:
-                pass
+                    health = json.load(r)
+            except urllib.error.HTTPError as e:  # 503: unhealthy, e.g. a full disk
+                health = json.loads(e.read() or b"{}")
+            except (OSError, ValueError):
+                health = {}
+            if health.get("leader") is not None:
+                return
             if self.proc.poll() is not None:
                 raise SystemExit(f"regina exited with {self.proc.returncode}; see {self.dir}/node.log")
             time.sleep(0.1)
@@ -479,6 +483,30 @@ def pages_with_auth(browser, binary):
         n.stop()
 
 
+def banner_when_full(browser, binary):
+    """A node whose disk watermark is below what this disk uses refuses
+    writes: every page says so in the banner."""
+    n = Node(binary, {"REGINA_DISK_HIGH_PCT": "1", "REGINA_DISK_LOW_PCT": "0"})
+    try:
+        deadline = time.time() + 10
+        health = {}
+        while time.time() < deadline and not health.get("storageFull"):
+            health = n.call("GET", "/health", expect_ok=False)
+            time.sleep(0.2)
+        check("full disk: /health says storageFull", health.get("storageFull"), health)
+        ctx = new_context(browser)
+        page = ctx.new_page()
+        page.goto(n.url + "/#/cluster")
+        page.wait_for_selector("#banner:not([hidden])", timeout=WAIT_MS)
+        text = page.inner_text("#banner")
+        check("full disk: the banner says the node refuses writes", "refuses writes" in text, text)
+        page.wait_for_selector('#page[data-loaded="1"]', timeout=WAIT_MS)
+        wait_card(page, "full", "yes", "full disk: the cluster page says it refuses writes")
+        ctx.close()
+    finally:
+        n.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -503,6 +531,7 @@ def main():
                                          args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
             try:
                 pages_without_auth(browser, n, seeded, args.screenshots)
+                banner_when_full(browser, os.path.abspath(args.binary))
                 if not args.no_auth_run:
                     pages_with_auth(browser, os.path.abspath(args.binary))
             finally:
