@@ -475,6 +475,45 @@ def routes():
         params=[q("minLagSeconds", INT, "Least lag in seconds (default 60; a negative value is 0).")]))
     add("POST", "/api/v1/stats/refresh", op("Refresh consumer statistics", "views", ok()))
 
+    # The dashboard: its page, its files, its history and its listings.
+    add("GET", "/", op("The dashboard (a web page)", "dashboard", ok(STR, media="text/html", desc="The page."),
+        desc="Served without a token when `/` is a skip path (the default)."))
+    add("GET", "/dashboard/{file}", op("A file of the dashboard", "dashboard",
+        {"200": {"description": "The file.", "content": {"text/javascript": {"schema": STR},
+                                                          "text/css": {"schema": STR}}},
+         "304": {"description": "Not modified (If-None-Match named its ETag)."}},
+        params=[path_param("file", "A file name, e.g. `app.js` or `vendor/uPlot.min.css`.", STR)],
+        desc="Served without a token: the files hold no data. An unknown name is 404 `no_such_route`."))
+    group_lag = obj({"group": STR, "lagMessages": INT, "lagSeconds": INT})
+    sample = obj({"at": STR, "atMs": INT, "pushed": INT, "consumed": INT, "pushedPerSecond": {"type": "number"},
+                  "consumedPerSecond": {"type": "number"}, "depth": INT, "deadLetters": INT,
+                  "oldestUnconsumedSeconds": INT, "groups": arr(group_lag)},
+                 ["atMs", "pushed", "consumed", "depth", "groups"])
+    add("GET", "/api/v1/dashboard/history", op("The last hour of samples the dashboard charts", "dashboard",
+        ok(obj({"intervalMs": INT, "pointsMax": INT, "samples": arr(sample), "current": sample},
+               ["intervalMs", "pointsMax", "samples", "current"])),
+        desc="A sample every `intervalMs`, the last `pointsMax` kept in memory (not logged; empty after a "
+             "restart), and `current`, measured now."))
+    listed = lambda key, item: ok(obj({key: arr(item), "total": INT, "truncated": BOOL}, [key, "total"]))
+    add("GET", "/api/v1/resources/kv/namespaces", op("KV namespaces", "dashboard",
+        listed("namespaces", obj({"namespace": STR, "rows": INT, "locks": BOOL}, ["namespace", "rows"]))))
+    add("GET", "/api/v1/resources/kv/list", op("KV rows of a namespace by prefix", "dashboard",
+        ok(obj({"namespace": STR, "prefix": STR, "nextAfter": NULLSTR,
+                "rows": arr(obj({"key": STR, "value": ANY, "version": INT, "createdAt": STR, "updatedAt": STR,
+                                 "expiresAt": NULLSTR}, ["key", "version"]))}, ["rows"])),
+        params=[q("namespace", {"type": "string", "minLength": 1}, "A namespace.", required=True),
+                q("prefix", STR, "Keys starting with it."), q("after", STR, "Keys after it (the cursor)."),
+                qint("limit", 1, 1000, "Rows (default 100).")]))
+    add("GET", "/api/v1/resources/locks", op("Locks and semaphores with their holders", "dashboard",
+        listed("locks", obj({"name": STR, "held": INT, "holders": arr(obj({
+            "slot": INT, "owner": NULLSTR, "token": INT, "since": NULLSTR, "expiresAt": NULLSTR,
+            "renewedAt": STR}))}, ["name", "holders"]))))
+    add("GET", "/api/v1/resources/timers", op("Timer queues", "dashboard",
+        listed("queues", obj({"queue": STR, "pending": INT, "failed": INT}, ["queue", "pending", "failed"]))))
+    add("GET", "/api/v1/resources/jobs", op("Job queues", "dashboard",
+        listed("queues", obj({"queue": STR, "scopes": INT, "pending": INT, "leased": INT, "finished": INT},
+                             ["queue"]))))
+
     # Consumer-group maintenance.
     add("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", op("Move a group's cursor", "groups", ok(),
         params=[GROUP, QUEUE], body=obj({"timestamp": STR, "toEnd": BOOL})))

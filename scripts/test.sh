@@ -5,8 +5,10 @@
 # against a real Regina and through a follower of a three-node cluster, a
 # scenario driven by the official Python client, schemathesis against the
 # node's OpenAPI document, the Python client's auth tests, a bounded slice of
-# the kill-9 soak, and network faults between three nodes in network
-# namespaces. At the end it prints how many tests each stage ran.
+# the kill-9 soak, the dashboard in headless Chromium, the Debian package
+# (built, installed, started, purged), and network faults
+# between three nodes in network namespaces. At the end it prints how many
+# tests each stage ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every node the tests start ignores how full this machine's disk is (the
@@ -74,6 +76,17 @@ stage auth scripts/python-auth.sh
 # The long campaign is scripts/soak.sh (docs/soak.md).
 stage soak python3 scripts/soak.py --cycles 20 --binary "${CARGO_TARGET_DIR:-target}/release/regina"
 
+# The dashboard in headless Chromium against the release binary: every page
+# loads without console errors and shows what the API says; replaying,
+# deleting and purging dead letters, retrying a failed timer and job and
+# seeking a group work end to end; with JWT on, the login works.
+stage dashboard scripts/dashboard-test.sh --binary "${CARGO_TARGET_DIR:-target}/release/regina"
+
+# The Debian package (cargo deb): its contents, control fields and systemd
+# unit; installed with dpkg, the packaged binary starts from the packaged
+# settings and answers /health; then purged.
+stage deb scripts/deb-test.sh
+
 # Network faults between three nodes in network namespaces (needs root):
 # packet loss and one-way drops (nftables), queueing delay (tbf), partitions
 # (link down), each under load and audited after the heal and through each
@@ -82,4 +95,4 @@ stage soak python3 scripts/soak.py --cycles 20 --binary "${CARGO_TARGET_DIR:-tar
 stage netfaults python3 scripts/netfaults.py --rounds 1 --self-check --binary "${CARGO_TARGET_DIR:-target}/release/regina"
 
 echo "tests per stage:"
-for s in workspace official follower python schemathesis auth soak netfaults; do echo "  $s: $(count "$s")"; done
+for s in workspace official follower python schemathesis auth soak dashboard deb netfaults; do echo "  $s: $(count "$s")"; done

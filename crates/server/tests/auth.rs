@@ -51,7 +51,8 @@ async fn call(c: &reqwest::Client, b: &PausedNode, method: &str, path: &str, bea
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
-const SKIPPED: [&str; 3] = ["/health", "/metrics", "/metrics/prometheus"];
+/// The default skip paths that are routes (`/` is the dashboard's page).
+const SKIPPED: [&str; 4] = ["/health", "/metrics", "/metrics/prometheus", "/"];
 
 #[test]
 fn every_route_has_a_class_and_each_role_opens_only_its_own() {
@@ -178,9 +179,13 @@ fn skip_paths_follow_queens_prefix_rule() {
             let (s, body) = call(&c, &b, "GET", path, None).await;
             assert_eq!(s, 200, "{path}: {body}");
         }
-        // `/` skips the root only; a skip path is not a prefix unless it ends in `/`.
-        assert_eq!(call(&c, &b, "GET", "/", None).await.0, 404);
-        for path in ["/healthz", "/health/x", "/metrics/other", "/api/v1/status"] {
+        // `/` skips the root only (the dashboard's page); a skip path is not
+        // a prefix unless it ends in `/`.
+        assert_eq!(call(&c, &b, "GET", "/", None).await.0, 200);
+        // The dashboard's files need no token, whatever the skip paths;
+        // other names under `/dashboard/` do.
+        assert_eq!(call(&c, &b, "GET", "/dashboard/app.js", None).await.0, 200);
+        for path in ["/healthz", "/health/x", "/metrics/other", "/api/v1/status", "/dashboard/x.js"] {
             assert_eq!(call(&c, &b, "GET", path, None).await.0, 401, "{path}");
         }
         drop(b);
@@ -188,6 +193,8 @@ fn skip_paths_follow_queens_prefix_rule() {
         assert_eq!(call(&c, &b, "GET", "/api/v1/status/queues", None).await.0, 200, "under a skip prefix");
         assert_eq!(call(&c, &b, "GET", "/api/v1/status", None).await.0, 401, "the prefix itself is longer");
         assert_eq!(call(&c, &b, "GET", "/metrics", None).await.0, 401, "no longer skipped");
+        assert_eq!(call(&c, &b, "GET", "/", None).await.0, 401, "the page follows the skip paths");
+        assert_eq!(call(&c, &b, "GET", "/dashboard/vendor/uPlot.min.css", None).await.0, 200, "its files do not");
     });
 }
 

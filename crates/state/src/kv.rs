@@ -120,6 +120,12 @@ impl KvStore {
             .take_while(move |(k, _)| k.starts_with(prefix))
     }
 
+    /// Every namespace holding a row, in name order, with its rows (live
+    /// or not), for listings.
+    pub fn namespaces(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.spaces.iter().map(|(ns, rows)| (ns.as_str(), rows.len()))
+    }
+
     /// The default expiration of `ns`, if it has one.
     pub fn default_lifetime(&self, ns: &str) -> Option<Lifetime> {
         self.defaults.get(ns).copied()

@@ -334,6 +334,21 @@ impl Timers {
         self.rows.is_empty()
     }
 
+    /// Every queue holding a timer, in name order, with its (pending,
+    /// failed) timers, for listings.
+    pub fn queue_counts(&self) -> std::collections::BTreeMap<&str, (usize, usize)> {
+        let mut out: std::collections::BTreeMap<&str, (usize, usize)> = std::collections::BTreeMap::new();
+        for ((queue, _), row) in &self.rows {
+            let e = out.entry(queue.as_str()).or_default();
+            if row.state == TimerState::Failed {
+                e.1 += 1;
+            } else {
+                e.0 += 1;
+            }
+        }
+        out
+    }
+
     /// Timers waiting to fire (first tries and retries).
     pub fn pending_count(&self) -> usize {
         self.due.len()

@@ -294,3 +294,22 @@ pub const DISK_HIGH_PCT_DEFAULT: u8 = 85;
 pub const DISK_LOW_PCT_DEFAULT: u8 = 80;
 /// How often a node measures its disk use, in milliseconds.
 pub const DISK_CHECK_MS: u64 = 250;
+
+// The dashboard (served at `/`).
+
+/// How often each Raft group's dashboard history takes a sample, in
+/// milliseconds.
+pub const DASHBOARD_HISTORY_INTERVAL_MS: u64 = 10_000;
+/// Samples the dashboard history keeps (the oldest goes first): one hour
+/// at one sample every ten seconds.
+pub const DASHBOARD_HISTORY_POINTS_MAX: usize = 360;
+/// Consumer groups a history sample records the lag of (the most behind
+/// first).
+pub const DASHBOARD_HISTORY_GROUPS_MAX: usize = 32;
+/// Rows `GET /api/v1/resources/kv/list` returns when not told, and the
+/// most it returns.
+pub const DASHBOARD_KV_LIST_DEFAULT: u64 = 100;
+pub const DASHBOARD_KV_LIST_MAX: u64 = 1_000;
+/// Locks, KV namespaces, timer queues and job queues the dashboard's
+/// listing routes return at most.
+pub const DASHBOARD_LISTING_MAX: usize = 1_000;

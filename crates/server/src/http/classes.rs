@@ -98,6 +98,16 @@ pub const ROUTE_CLASSES: &[(&str, &str, Class)] = &[
     ("POST", "/api/v1/stats/refresh", Read),
     ("GET", "/api/v1/analytics/system-metrics", Read),
     ("GET", "/api/v1/analytics/worker-metrics", Read),
+    // The dashboard: its page and files, its history, and the listings
+    // it needs.
+    ("GET", "/", Read),
+    ("GET", "/dashboard/{*file}", Read),
+    ("GET", "/api/v1/dashboard/history", Read),
+    ("GET", "/api/v1/resources/kv/namespaces", Read),
+    ("GET", "/api/v1/resources/kv/list", Read),
+    ("GET", "/api/v1/resources/locks", Read),
+    ("GET", "/api/v1/resources/timers", Read),
+    ("GET", "/api/v1/resources/jobs", Read),
     // Consumer-group maintenance.
     ("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", Write),
     ("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", Write),

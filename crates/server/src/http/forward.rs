@@ -53,7 +53,9 @@ const HOP_HEADERS: [&str; 6] = ["host", "connection", "content-length", "transfe
 
 pub async fn route_to_leader(State(node): State<Arc<Replica>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if path == "/health" || path.starts_with("/internal/") {
+    // The dashboard's page and files are the same on every node: served
+    // here, even without a leader.
+    if path == "/health" || path.starts_with("/internal/") || path == "/" || path.starts_with("/dashboard/") {
         return next.run(req).await;
     }
     let mut resp = route(&node, req, next).await;

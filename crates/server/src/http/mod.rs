@@ -41,11 +41,12 @@ use serde_json::json;
 
 pub use error::ApiError;
 use regina_types::limits::REQUEST_BODY_BYTES_MAX;
+pub use routes::dashboard::is_asset as is_dashboard_asset;
 
 use regina_node::Replica;
 use routes::{
-    ack, admin, backup, cluster, consumer_groups, dlq, ephemeral, health, jobs, kv, locks, pop, push, queues, raft,
-    raft_membership, streams, timers, traces, transaction,
+    ack, admin, backup, cluster, consumer_groups, dashboard, dlq, ephemeral, health, jobs, kv, locks, pop, push,
+    queues, raft, raft_membership, streams, timers, traces, transaction,
 };
 
 /// A router under construction that remembers the path of every route it
@@ -91,10 +92,13 @@ pub fn route_paths() -> Vec<String> {
 }
 
 /// A Raft group's router. With `auth`, every route runs behind
-/// [`crate::doors::auth::authorize`].
+/// [`crate::doors::auth::authorize`]. Starts the group's dashboard history
+/// sampler (it ends when the node stops).
 pub fn router(node: Arc<Replica>, auth: bool) -> Router {
+    let history = dashboard::history::History::start(node.clone());
     let router = all_routes()
         .router
+        .layer(axum::Extension(history))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader));
@@ -156,6 +160,7 @@ fn all_routes() -> Routes {
         .merge(cluster::routes())
         .merge(backup::routes())
         .merge(raft_membership::routes())
+        .merge(dashboard::routes())
         .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())

@@ -8,6 +8,7 @@ pub(crate) mod backup;
 pub(crate) mod binary;
 pub(crate) mod cluster;
 pub(crate) mod consumer_groups;
+pub(crate) mod dashboard;
 pub(crate) mod dlq;
 pub(crate) mod ephemeral;
 pub(crate) mod health;
