@@ -176,6 +176,18 @@ impl Client {
         self.call(Request::new(Method::DELETE, path)).await.map(|_| ())
     }
 
+    /// `DELETE /api/v1/dlq?queue=`: deletes every dead letter of `queue`
+    /// (of `group` only, when named) on the server, in one call; answers
+    /// how many it deleted.
+    pub async fn purge_dead_letters(&self, queue: &str, group: Option<&str>) -> Result<u64> {
+        let mut req = Request::new(Method::DELETE, "/api/v1/dlq").query("queue", queue);
+        if let Some(g) = group {
+            req = req.query("consumerGroup", g);
+        }
+        let answer = self.call(req).await?;
+        Ok(answer.get("purged").and_then(Value::as_u64).unwrap_or(0))
+    }
+
     /// `GET /api/v1/messages`: one page of kept messages, newest first.
     pub async fn messages(&self, query: &MessageQuery) -> Result<Vec<StoredMessage>> {
         let mut req = Request::new(Method::GET, "/api/v1/messages").query("offset", query.offset);

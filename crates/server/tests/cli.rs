@@ -217,7 +217,7 @@ async fn dlq_replay_moves_dead_letters_back_and_purge_empties_the_dlq() {
     .await
     .unwrap();
     assert_eq!(purge.code, 0, "{}", purge.stderr);
-    assert!(purge.stderr.contains("deleted 5 of 5"), "{}", purge.stderr);
+    assert!(purge.stdout.contains("purged 5 dead letter(s) of work"), "{}", purge.stdout);
     assert_eq!(after["total"], json!(0));
     assert!(sdk.pop("work").batch(10).send().await.unwrap().is_empty(), "purge does not replay");
 }

@@ -1,15 +1,16 @@
 //! `regina dlq list|replay|delete|purge`: the dead-letter queue.
 //!
-//! `replay --all QUEUE` and `purge QUEUE` first list every dead letter of
-//! the queue, then replay (or delete) each one, with a progress line on
-//! stderr; a row that cannot be replayed is named and the rest go on.
+//! `replay --all QUEUE` first lists every dead letter of the queue, then
+//! replays each one, with a progress line on stderr; a row that cannot be
+//! replayed is named and the rest go on. `purge QUEUE` is one call: the
+//! server deletes every row (`DELETE /api/v1/dlq`).
 
 use regina_client::{Client, DeadLetter, DLQ_PAGE_MAX};
 use serde_json::{json, Value};
 
 use super::{progress, short, table, CliError, Out};
 
-/// How often (in rows) `--all` and `purge` report progress.
+/// How often (in rows) `replay --all` reports progress.
 const PROGRESS_EVERY: usize = 100;
 
 #[derive(Debug, clap::Subcommand)]
@@ -78,7 +79,7 @@ pub(crate) async fn run(client: &Client, out: &Out, command: DlqCommand) -> Resu
             say!("{} of {} dead letters", page.rows.len(), page.total);
             Ok(())
         }
-        DlqCommand::Replay { all: Some(queue), .. } => each(client, out, &queue, Action::Replay).await,
+        DlqCommand::Replay { all: Some(queue), .. } => replay_all(client, out, &queue).await,
         DlqCommand::Replay { partition_id, transaction_id, .. } => {
             let (pid, txn) = (partition_id.unwrap_or_default(), transaction_id.unwrap_or_default());
             let answer = client.replay_dead_letter(&pid, &txn).await?;
@@ -98,50 +99,44 @@ pub(crate) async fn run(client: &Client, out: &Out, command: DlqCommand) -> Resu
             }
             Ok(())
         }
-        DlqCommand::Purge { queue } => each(client, out, &queue, Action::Delete).await,
+        DlqCommand::Purge { queue } => {
+            let purged = client.purge_dead_letters(&queue, None).await?;
+            if out.json {
+                out.doc(&json!({ "queue": queue, "purged": purged }));
+            } else {
+                say!("purged {purged} dead letter(s) of {queue}");
+            }
+            Ok(())
+        }
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Action {
-    Replay,
-    Delete,
-}
-
-/// Every dead letter of `queue`, listed first, then replayed or deleted one by one.
-async fn each(client: &Client, out: &Out, queue: &str, action: Action) -> Result<(), CliError> {
+/// Every dead letter of `queue`, listed first, then replayed one by one.
+async fn replay_all(client: &Client, out: &Out, queue: &str) -> Result<(), CliError> {
     client.queue_detail(queue).await?;
     let rows = list_all(client, queue).await?;
-    let (verb, done_verb) = match action {
-        Action::Replay => ("replay", "replayed"),
-        Action::Delete => ("delete", "deleted"),
-    };
-    progress(&format!("{queue}: {} dead letters to {verb}", rows.len()));
+    progress(&format!("{queue}: {} dead letters to replay", rows.len()));
     let (mut done, mut failed) = (0_usize, 0_usize);
     for (i, d) in rows.iter().enumerate() {
-        let result = match action {
-            Action::Replay => client.replay_dead_letter(&d.partition_id, &d.transaction_id).await.map(|_| ()),
-            Action::Delete => client.delete_dead_letter(&d.partition_id, &d.transaction_id).await,
-        };
-        match result {
+        match client.replay_dead_letter(&d.partition_id, &d.transaction_id).await.map(|_| ()) {
             Ok(()) => done += 1,
             Err(e @ regina_client::Error::Transport(_)) => return Err(e.into()),
             Err(e) => {
                 failed += 1;
-                eprintln!("regina: {verb} {} {}: {}", d.partition_id, d.transaction_id, CliError::from(e));
+                eprintln!("regina: replay {} {}: {}", d.partition_id, d.transaction_id, CliError::from(e));
             }
         }
         if (i + 1) % PROGRESS_EVERY == 0 || i + 1 == rows.len() {
-            progress(&format!("{queue}: {done_verb} {done} of {}", rows.len()));
+            progress(&format!("{queue}: replayed {done} of {}", rows.len()));
         }
     }
     if out.json {
-        out.doc(&json!({ "queue": queue, done_verb: done, "failed": failed, "listed": rows.len() }));
+        out.doc(&json!({ "queue": queue, "replayed": done, "failed": failed, "listed": rows.len() }));
     } else {
-        say!("{done_verb} {done} of {} dead letters of {queue}", rows.len());
+        say!("replayed {done} of {} dead letters of {queue}", rows.len());
     }
     if failed > 0 {
-        return Err(CliError::Refused(format!("{failed} dead letters could not be {done_verb}")));
+        return Err(CliError::Refused(format!("{failed} dead letters could not be replayed")));
     }
     Ok(())
 }
