@@ -26,13 +26,7 @@ import sys
 import tempfile
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from localnet import free_port
 
 
 def perf_counts_instructions():

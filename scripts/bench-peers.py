@@ -16,17 +16,11 @@ import sys
 import tempfile
 import time
 
+from localnet import free_port
+
 BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
 PARTITIONS = 1000
 CONSUME_MESSAGES = 500_000
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(check, what, proc, seconds=20.0):

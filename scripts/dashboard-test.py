@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ import time
 import traceback
 import urllib.error
 import urllib.request
+
+from localnet import free_port
 
 WAIT_MS = 10_000  # the longest any one check waits for the page
 
@@ -47,14 +48,6 @@ def check(name, ok, detail=""):
     CHECKS.append((name, bool(ok), detail))
     print(f"{'ok  ' if ok else 'FAIL'} {name}{'' if ok else ': ' + str(detail)}", flush=True)
     return ok
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Node:

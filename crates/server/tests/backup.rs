@@ -196,6 +196,10 @@ async fn a_backup_under_load_restores_every_answered_message() {
         }
     }
     assert_eq!(found, before.len());
+    // A group the node does not have is refused, not served by another.
+    let r = c.get(format!("{rbase}/api/v1/system/backup/7")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["code"], "no_such_group");
     // The restored node takes writes as the sole voter of a new cluster.
     let r = c
         .post(format!("{rbase}/api/v1/push"))

@@ -56,16 +56,9 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
         }
         g
     } else if let Some(g) = backup_group {
-        match g.parse::<u16>().ok().filter(|g| *g < groups) {
-            Some(g) => g,
-            None => {
-                return crate::http::ApiError::new(
-                    crate::http::codes::NO_SUCH_GROUP,
-                    format!("no Raft group {g:?} here"),
-                )
-                .into_response()
-            }
-        }
+        // A group that does not exist goes to group 0, whose router checks
+        // the caller's token first and then refuses the group.
+        g.parse::<u16>().ok().filter(|g| *g < groups).unwrap_or(0)
     } else if internal || path.starts_with("/api/v1/cluster") || path.starts_with("/api/v1/system/raft") {
         0
     } else {

@@ -54,28 +54,40 @@ async fn view(State(node): State<Arc<Replica>>) -> Response {
     .into_response()
 }
 
-fn body<T: for<'de> Deserialize<'de>>(bytes: &Bytes, shape: &str) -> Result<T, Response> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_body(format!("expected {shape}: {e}")).into_response())
+/// Reads the body as `T` (or refuses it, naming `shape`), then makes the
+/// change it stands for in every group.
+async fn change_from<T: for<'de> Deserialize<'de>>(
+    node: &Replica,
+    bytes: &Bytes,
+    shape: &str,
+    change: impl FnOnce(T) -> Result<MemberChange, ApiError>,
+) -> Response {
+    let req: T = match serde_json::from_slice(bytes) {
+        Ok(r) => r,
+        Err(e) => return ApiError::bad_body(format!("expected {shape}: {e}")).into_response(),
+    };
+    match change(req) {
+        Ok(change) => answer(change_every_group(node, &change).await, node).await,
+        Err(refused) => refused.into_response(),
+    }
 }
 
 #[derive(Deserialize)]
 struct Learner {
     id: u64,
     raft: String,
-    #[serde(default)]
-    #[allow(dead_code)]
-    http: Option<String>,
+    /// Queen's clients send the learner's HTTP address too; a Regina node
+    /// learns it from the node itself.
+    #[serde(default, rename = "http")]
+    _http: Option<String>,
 }
 
 async fn add_learner(State(node): State<Arc<Replica>>, bytes: Bytes) -> Response {
-    let req: Learner = match body(&bytes, r#"{"id": N, "raft": "IP:PORT"}"#) {
-        Ok(r) => r,
-        Err(refused) => return refused,
-    };
-    if req.id == 0 {
-        return ApiError::bad_request("id must be a positive integer").at_field("id").into_response();
-    }
-    answer(change_every_group(&node, &MemberChange::AddLearner { id: req.id, addr: req.raft }).await, &node).await
+    change_from(&node, &bytes, r#"{"id": N, "raft": "IP:PORT"}"#, |l: Learner| match l.id {
+        0 => Err(ApiError::bad_request("id must be a positive integer").at_field("id")),
+        id => Ok(MemberChange::AddLearner { id, addr: l.raft }),
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -84,11 +96,7 @@ struct Ids {
 }
 
 async fn promote(State(node): State<Arc<Replica>>, bytes: Bytes) -> Response {
-    let req: Ids = match body(&bytes, r#"{"ids": [N, ...]}"#) {
-        Ok(r) => r,
-        Err(refused) => return refused,
-    };
-    answer(change_every_group(&node, &MemberChange::Promote { ids: req.ids }).await, &node).await
+    change_from(&node, &bytes, r#"{"ids": [N, ...]}"#, |r: Ids| Ok(MemberChange::Promote { ids: r.ids })).await
 }
 
 #[derive(Deserialize)]
@@ -97,11 +105,8 @@ struct Voters {
 }
 
 async fn set_voters(State(node): State<Arc<Replica>>, bytes: Bytes) -> Response {
-    let req: Voters = match body(&bytes, r#"{"voters": [N, ...]}"#) {
-        Ok(r) => r,
-        Err(refused) => return refused,
-    };
-    answer(change_every_group(&node, &MemberChange::SetVoters { ids: req.voters }).await, &node).await
+    change_from(&node, &bytes, r#"{"voters": [N, ...]}"#, |r: Voters| Ok(MemberChange::SetVoters { ids: r.voters }))
+        .await
 }
 
 async fn remove(State(node): State<Arc<Replica>>, Path(id): Path<String>) -> Response {

@@ -18,7 +18,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use regina_types::time::parse_iso;
-use regina_types::DEFAULT_PARTITION;
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
@@ -50,15 +49,8 @@ pub async fn offsets(State(node): State<Arc<Replica>>, body: Result<Bytes, Bytes
     }
     let mut asks = Vec::with_capacity(req.entries.len());
     for (i, e) in req.entries.iter().enumerate() {
-        let partition = match &e.partition {
-            None | Some(Value::Null) => DEFAULT_PARTITION.to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            Some(other) => {
-                return Err(ApiError::bad_body(format!("partition must be a name or a number, not {other}"))
-                    .at_field(format!("entries[{i}].partition")))
-            }
-        };
+        let partition = super::reads::partition_name(e.partition.as_ref())
+            .map_err(|why| ApiError::bad_body(why).at_field(format!("entries[{i}].partition")))?;
         let Some(ms) = parse_iso(&e.timestamp) else {
             return Err(ApiError::bad_body(format!("timestamp {:?} is not an ISO-8601 time", e.timestamp))
                 .at_field(format!("entries[{i}].timestamp")));

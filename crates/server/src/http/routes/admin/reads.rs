@@ -151,18 +151,22 @@ fn asks_of(entries: &[FetchEntry]) -> ApiResult<Vec<(&str, String, u64, u64)>> {
         if e.offset < 0 {
             return Err(ApiError::bad_body(format!("offset must be non-negative, got {}", e.offset)));
         }
-        let partition = match &e.partition {
-            None | Some(Value::Null) => DEFAULT_PARTITION.to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            Some(other) => {
-                return Err(ApiError::bad_body(format!("partition must be a name or a number, not {other}")))
-            }
-        };
+        let partition = partition_name(e.partition.as_ref()).map_err(ApiError::bad_body)?;
         let entry_bytes = budget(e.max_bytes, ENTRY_BYTES_DEFAULT, ENTRY_BYTES_MAX, "an entry's maxBytes")?;
         asks.push((e.queue.as_str(), partition, e.offset as u64, entry_bytes));
     }
     Ok(asks)
+}
+
+/// An entry's partition: a name, or a number read as its decimal name;
+/// absent or null is `Default`.
+pub(super) fn partition_name(v: Option<&Value>) -> Result<String, String> {
+    match v {
+        None | Some(Value::Null) => Ok(DEFAULT_PARTITION.to_string()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        Some(other) => Err(format!("partition must be a name or a number, not {other}")),
+    }
 }
 
 #[derive(Deserialize)]
