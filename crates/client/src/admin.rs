@@ -188,6 +188,15 @@ impl Client {
         Ok(answer.get("purged").and_then(Value::as_u64).unwrap_or(0))
     }
 
+    /// `POST /api/v1/fetch` of one partition from `offset`: the records
+    /// (`offset`, `transactionId`, `payload`, `ts`) and the partition's
+    /// `highWatermark` and `logStartOffset`, as the broker answers them.
+    pub async fn fetch_from(&self, queue: &str, partition: &str, offset: u64) -> Result<Value> {
+        let body = serde_json::json!({ "entries": [{ "queue": queue, "partition": partition, "offset": offset }] });
+        let answer = self.post("/api/v1/fetch", &body).await?;
+        Ok(answer.get("entries").and_then(|e| e.get(0)).cloned().unwrap_or(Value::Null))
+    }
+
     /// `GET /api/v1/messages`: one page of kept messages, newest first.
     pub async fn messages(&self, query: &MessageQuery) -> Result<Vec<StoredMessage>> {
         let mut req = Request::new(Method::GET, "/api/v1/messages").query("offset", query.offset);

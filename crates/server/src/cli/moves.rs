@@ -2,22 +2,20 @@
 //! queue's kept messages as ndjson, one message a line:
 //! `{"partition", "transactionId", "payload", "offset", "createdAt"}`.
 //!
-//! Export reads the message browser page by page and writes the lines in
-//! (partition, offset) order. Import pushes the lines in chunks, keeping
+//! Export reads each partition by offset (`POST /api/v1/fetch`), from its
+//! first kept message to the end it had when the read began, and writes
+//! the lines as it reads them, in (partition, offset) order: no depth
+//! limit and no copy in memory. Import pushes the lines in chunks, keeping
 //! each transaction id, so importing the same file again is deduplicated
 //! by the broker (inside the queue's dedup window).
 
 use std::io::{BufRead, Write};
 
-use regina_client::{Client, MessageQuery, PushItem, StoredMessage, MESSAGES_PAGE_MAX};
+use regina_client::{Client, PushItem};
 use serde_json::{json, Value};
 
 use super::push::PUSH_CHUNK;
 use super::{progress, CliError, Out};
-
-/// Deepest page start the message browser serves: a larger queue is
-/// exported a partition at a time.
-const BROWSE_OFFSET_MAX: u64 = 100_000;
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
@@ -39,49 +37,60 @@ pub struct ImportArgs {
 
 pub(crate) async fn export(client: &Client, _out: &Out, a: ExportArgs) -> Result<(), CliError> {
     // An unknown queue is an error, not an empty export.
-    client.queue_detail(&a.queue).await?;
-    let mut all: Vec<StoredMessage> = Vec::new();
-    loop {
-        if all.len() as u64 > BROWSE_OFFSET_MAX {
-            return Err(CliError::Refused(format!(
-                "{} holds more than {BROWSE_OFFSET_MAX} messages: export it a partition at a time (--partition)",
-                a.queue
-            )));
-        }
-        let query = MessageQuery {
-            queue: Some(a.queue.clone()),
-            partition: a.partition.clone(),
-            status: None,
-            offset: all.len() as u64,
-            limit: MESSAGES_PAGE_MAX,
-        };
-        let page = client.messages(&query).await?;
-        let n = page.len();
-        all.extend(page);
-        if n > 0 {
-            progress(&format!("export {}: read {}", a.queue, all.len()));
-        }
-        if n < MESSAGES_PAGE_MAX as usize {
-            break;
-        }
-    }
-    // Pages come newest first; a line's place is its partition's order.
-    all.sort_by(|x, y| (&x.partition, x.offset).cmp(&(&y.partition, y.offset)));
-    all.dedup_by(|x, y| x.partition == y.partition && x.offset == y.offset);
+    let detail = client.queue_detail(&a.queue).await?;
+    let mut partitions: Vec<String> = match &a.partition {
+        Some(p) => vec![p.clone()],
+        None => detail["partitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["name"].as_str().map(str::to_string))
+            .collect(),
+    };
+    partitions.sort();
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
-    for m in &all {
-        let line = json!({
-            "partition": m.partition,
-            "transactionId": m.transaction_id,
-            "payload": m.payload,
-            "offset": m.offset,
-            "createdAt": m.created_at,
-        });
-        writeln!(w, "{line}").map_err(|e| CliError::Usage(format!("stdout: {e}")))?;
+    let write_err = |e: std::io::Error| CliError::Usage(format!("stdout: {e}"));
+    let mut written = 0u64;
+    for partition in &partitions {
+        let first = client.fetch_from(&a.queue, partition, 0).await?;
+        // The end as it stands now: what is pushed meanwhile is not exported.
+        let end = first["highWatermark"].as_u64().unwrap_or(0);
+        let mut offset = first["logStartOffset"].as_u64().unwrap_or(0);
+        let mut answer = if offset == 0 { first } else { client.fetch_from(&a.queue, partition, offset).await? };
+        while offset < end {
+            if let Some(error) = answer["error"].as_str() {
+                // Retention moved the start past `offset` meanwhile.
+                match answer["logStartOffset"].as_u64() {
+                    Some(start) if error == "OFFSET_OUT_OF_RANGE" && start > offset => offset = start,
+                    _ => return Err(CliError::Refused(format!("{}/{partition}: {error}", a.queue))),
+                }
+            } else {
+                let records = answer["records"].as_array().cloned().unwrap_or_default();
+                if records.is_empty() {
+                    break;
+                }
+                for r in records.iter().take_while(|r| r["offset"].as_u64().is_some_and(|o| o < end)) {
+                    let line = json!({
+                        "partition": partition,
+                        "transactionId": r["transactionId"],
+                        "payload": r["payload"],
+                        "offset": r["offset"],
+                        "createdAt": r["ts"],
+                    });
+                    writeln!(w, "{line}").map_err(write_err)?;
+                    written += 1;
+                }
+                offset = records.last().and_then(|r| r["offset"].as_u64()).map_or(end, |o| o + 1);
+                progress(&format!("export {}: {partition} at offset {offset} of {end}, {written} written", a.queue));
+            }
+            if offset < end {
+                answer = client.fetch_from(&a.queue, partition, offset).await?;
+            }
+        }
     }
-    w.flush().map_err(|e| CliError::Usage(format!("stdout: {e}")))?;
-    progress(&format!("export {}: {} messages written", a.queue, all.len()));
+    w.flush().map_err(write_err)?;
+    progress(&format!("export {}: {written} messages written", a.queue));
     Ok(())
 }
 
