@@ -561,10 +561,12 @@ def routes():
         body=obj({"voters": ids}, ["voters"])))
     add("DELETE", "/api/v1/system/raft/membership/members/{id}", op("Remove a member (Queen's path)", "cluster",
         ok(), params=[node_id]))
-    add("GET", "/api/v1/system/backup/{group}", op("A group's backup snapshot", "cluster", ok(),
+    octets = {"type": "string", "format": "binary"}
+    add("GET", "/api/v1/system/backup/{group}", op("A group's backup snapshot", "cluster",
+        ok(octets, media="application/octet-stream", desc="The snapshot file."),
         params=[gnum], desc="The snapshot file (application/octet-stream); `x-regina-backup-segments` lists the body segments."))
     add("GET", "/api/v1/system/backup/{group}/segments/{segment}", op("One body segment of a backup", "cluster",
-        ok(), params=[gnum, path_param("segment", "A body segment number.", {"type": "integer", "minimum": 0})]))
+        ok(octets, media="application/octet-stream", desc="The segment file."), params=[gnum, path_param("segment", "A body segment number.", {"type": "integer", "minimum": 0})]))
 
     # Stream queries.
     pid = {"type": ["string", "integer"]}
