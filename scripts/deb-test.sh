@@ -15,6 +15,9 @@ fail() { echo "deb-test: FAILED: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || fail "installing the package needs root"
 command -v dpkg-deb >/dev/null || fail "dpkg-deb is missing"
+# What the package depends on and the checks use, on a machine that lacks them.
+command -v adduser >/dev/null || { apt-get update -qq && apt-get install -y -qq adduser; }
+command -v setpriv >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux; }
 tools="$target/tools"
 if ! "$tools/bin/cargo-deb" --version 2>/dev/null | grep -q "$cargo_deb_version"; then
   cargo install --locked --quiet --root "$tools" --version "=$cargo_deb_version" cargo-deb
