@@ -183,7 +183,9 @@ pub struct PopJson<'a> {
 /// Reads the bodies of a pop's messages and builds the answer.
 pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint: &'a str) -> ApiResult<PopJson<'a>> {
     let mut messages = Vec::with_capacity(r.message_count());
+    let now = node.read_time(0);
     for c in &r.claims {
+        let from = messages.len();
         for d in &c.messages {
             let (b, producer_sub) = read_message(node, d.pos, d.len)?;
             messages.push(MessageJson {
@@ -202,14 +204,8 @@ pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint
                 offset: d.offset,
             });
         }
-    }
-    let now = node.read_time(0);
-    for c in &r.claims {
-        crate::http::pop_lag::record(
-            &c.queue,
-            now,
-            messages.iter().filter(|m| m.queue == c.queue).map(|m| m.created_at.0 .0),
-        );
+        // How old this claim's messages are as they leave (Queen's pop lag).
+        crate::http::pop_lag::record(&c.queue, now, messages[from..].iter().map(|m| m.created_at.0 .0));
     }
     let first = r.claims.first();
     Ok(PopJson {
