@@ -4,6 +4,12 @@
 
 use regina_server::config::{Config, USAGE};
 
+// mimalloc, not glibc malloc: a request allocates and frees many small
+// buffers across threads, where glibc's arenas and consolidation cost more
+// than a quarter of a pushed message's instructions (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // A first argument naming a command (`push`, `queues`, `cluster`, ...)

@@ -1,10 +1,8 @@
 //! Push: append messages to partitions, deduplicating by transaction id.
 
-use std::collections::HashSet;
-
 use crate::body::{place, BodyRecord, BodyWrite};
 use crate::command::{PushCmd, PushItem};
-use crate::hash::txn_hash;
+use crate::hash::{txn_hash, FastSet};
 use crate::options::QueueOptions;
 use crate::outcome::{PushResult, PushStatus};
 use crate::partition::{MsgMeta, Partition};
@@ -20,7 +18,7 @@ impl State {
         let mut results = Vec::with_capacity(cmd.items.len());
         // (partition id, txn hash) stored by this entry: repeats inside one
         // request collapse onto the first whatever the window.
-        let mut this_entry: HashSet<(u64, u128)> = HashSet::new();
+        let mut this_entry: FastSet<(u64, u128)> = FastSet::default();
         for item in &cmd.items {
             let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
             let q = self.queues.get_mut(&qid).expect("just created");

@@ -1,7 +1,9 @@
 //! A queue: its options and labels, its partitions, its consumer groups and
 //! its dead-letter list.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::hash::FastMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -52,9 +54,9 @@ pub struct Queue {
     pub task: Option<String>,
     pub options: QueueOptions,
     pub partitions: Vec<Partition>,
-    pub partition_index: HashMap<String, u32>,
+    pub partition_index: FastMap<String, u32>,
     pub groups: Vec<Group>,
-    pub group_index: HashMap<String, u32>,
+    pub group_index: FastMap<String, u32>,
     pub dlq: Vec<DlqEntry>,
     pub created_ms: u64,
     /// Messages kept across partitions (what `maxSize` bounds).
@@ -71,9 +73,9 @@ impl Queue {
             task: None,
             options,
             partitions: Vec::new(),
-            partition_index: HashMap::new(),
+            partition_index: FastMap::default(),
             groups: Vec::new(),
-            group_index: HashMap::new(),
+            group_index: FastMap::default(),
             dlq: Vec::new(),
             created_ms: now_ms,
             kept: 0,

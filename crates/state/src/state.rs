@@ -1,6 +1,8 @@
 //! The state and its one entry point, [`State::apply`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::hash::FastMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,12 +27,12 @@ pub struct State {
     pub now_ms: u64,
     /// Queue name to queue id. A BTreeMap: discovery iterates it.
     pub queue_names: BTreeMap<String, u32>,
-    pub queues: HashMap<u32, Queue>,
+    pub queues: FastMap<u32, Queue>,
     pub next_queue_id: u32,
     /// Partition id to (queue id, partition index).
-    pub partition_ids: HashMap<u64, (u32, u32)>,
+    pub partition_ids: FastMap<u64, (u32, u32)>,
     pub next_partition_id: u64,
-    pub leases: HashMap<String, LeaseEntry>,
+    pub leases: FastMap<String, LeaseEntry>,
     pub lease_expiry: BTreeSet<(u64, String)>,
     /// Next free byte in the body segment files.
     pub next_body_pos: u64,

@@ -4,7 +4,9 @@
 //! bincode carries no field names, so the mirror lists the fields in the
 //! old order, tenants (whose states had the old layout too) included.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::hash::FastMap as HashMap;
 
 use serde::Deserialize;
 
