@@ -23,6 +23,7 @@ pub mod forward;
 mod frames;
 pub mod fuzz_targets;
 mod input;
+mod json_out;
 pub(crate) mod pop_lag;
 pub mod producer;
 mod raft_views;

@@ -238,7 +238,7 @@ fn respond(node: &Replica, result: &PopResult, req: &PopRequest) -> ApiResult<Re
             body.conflation_conflict = Some(true);
         }
     }
-    Ok(crate::http::render::json_answer(axum::http::StatusCode::OK, &body))
+    Ok(crate::http::json_out::answer(axum::http::StatusCode::OK, body.to_bytes()))
 }
 
 /// Whether the group of a pop is stored as conflating on its queue.

@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
@@ -21,7 +21,6 @@ use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
-use crate::http::render::{NumberText, UuidText};
 use crate::http::routes::binary;
 use regina_node::Replica;
 
@@ -133,55 +132,55 @@ fn labels(items: &[PushItem]) -> Vec<(String, String)> {
     items.iter().map(|i| (i.transaction_id.clone(), i.queue.clone())).collect()
 }
 
-/// One element of the push answer, rendered straight to bytes.
-#[derive(Serialize)]
-struct ItemAnswer<'a> {
-    index: usize,
-    message_id: Option<UuidText>,
-    transaction_id: &'a str,
-    #[serde(rename = "transactionId")]
-    transaction_id_camel: &'a str,
-    #[serde(rename = "queueName")]
-    queue_name: &'a str,
-    #[serde(rename = "partitionId", skip_serializing_if = "Option::is_none")]
-    partition_id: Option<NumberText>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    offset: Option<u64>,
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'static str>,
-}
-
-/// The push answer (201): one element per item, in request order.
+/// The push answer (201): one element per item, in request order, written
+/// straight to bytes (`crate::http::json_out`). A full queue's item is
+/// `failed`: the clients surface a per-item failure only as that.
 fn answer(node: &Replica, labels: &[(String, String)], results: &[PushResult]) -> ApiResult<Response> {
-    let mut out = Vec::with_capacity(results.len());
+    use crate::http::json_out as j;
+    let mut out = Vec::with_capacity(64 + results.len() * 256);
+    out.push(b'[');
     for (i, (r, (txn, queue))) in results.iter().zip(labels).enumerate() {
-        let mut a = ItemAnswer {
-            index: i,
-            message_id: None,
-            transaction_id: txn,
-            transaction_id_camel: txn,
-            queue_name: queue,
-            partition_id: None,
-            offset: None,
-            status: "failed",
-            // The clients surface a per-item failure only as `failed`.
-            error: Some("queue is full: it holds maxSize messages"),
-        };
-        if r.status != PushStatus::Full {
-            let id = match r.message_id {
-                Some(id) => id,
-                None => original_id(node, r.pos, r.len)?,
-            };
-            a.message_id = Some(UuidText(id));
-            a.partition_id = Some(NumberText(r.partition_id));
-            a.offset = Some(r.offset);
-            a.status = if r.status == PushStatus::Queued { "queued" } else { "duplicate" };
-            a.error = None;
+        if i > 0 {
+            out.push(b',');
         }
-        out.push(a);
+        out.extend_from_slice(b"{\"index\":");
+        j::number(&mut out, i as u64);
+        out.extend_from_slice(b",\"message_id\":");
+        let stored = (r.status != PushStatus::Full).then_some(r);
+        match stored {
+            Some(r) => {
+                let id = match r.message_id {
+                    Some(id) => id,
+                    None => original_id(node, r.pos, r.len)?,
+                };
+                j::uuid(&mut out, &id);
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"transaction_id\":");
+        j::string(&mut out, txn);
+        out.extend_from_slice(b",\"transactionId\":");
+        j::string(&mut out, txn);
+        out.extend_from_slice(b",\"queueName\":");
+        j::string(&mut out, queue);
+        match stored {
+            Some(r) => {
+                out.extend_from_slice(b",\"partitionId\":");
+                j::number_text(&mut out, r.partition_id);
+                out.extend_from_slice(b",\"offset\":");
+                j::number(&mut out, r.offset);
+                let status: &[u8] = if r.status == PushStatus::Queued { b"queued" } else { b"duplicate" };
+                out.extend_from_slice(b",\"status\":\"");
+                out.extend_from_slice(status);
+                out.extend_from_slice(b"\"}");
+            }
+            None => {
+                out.extend_from_slice(b",\"status\":\"failed\",\"error\":\"queue is full: it holds maxSize messages\"}")
+            }
+        }
     }
-    Ok(crate::http::render::json_answer(StatusCode::CREATED, &out))
+    out.push(b']');
+    Ok(j::answer(StatusCode::CREATED, out))
 }
 
 /// The id of an already stored message, read from its body (from what is
