@@ -78,6 +78,25 @@ impl LogStore {
         (entries.load(std::sync::atomic::Ordering::Relaxed), bytes.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// Returns once this group has appended more than `appended_before`
+    /// entries and every entry it appended is durable (or its write
+    /// failed). The leader's proposer waits on it between entries, so that
+    /// everything arriving while one entry is fsynced rides the next.
+    pub async fn flushed_past(&self, appended_before: u64) {
+        use std::sync::atomic::Ordering;
+        let group = self.this();
+        loop {
+            let signal = group.flushed.signal.notified();
+            tokio::pin!(signal);
+            signal.as_mut().enable();
+            let appended = group.appended[0].load(Ordering::Acquire);
+            if appended > appended_before && group.flushed.entries.load(Ordering::Acquire) >= appended {
+                return;
+            }
+            signal.await;
+        }
+    }
+
     /// Appends to the shared WAL whose completion has not returned yet (all
     /// groups together).
     pub fn unfinished_appends(&self) -> u64 {
@@ -204,8 +223,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 idx.push(e.log_id, None, Some((e, bytes)));
             }
         }
+        let flushed = Arc::clone(&self.this().flushed);
         let [entries, bytes] = &self.this().appended;
-        entries.fetch_add(ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        entries.fetch_add(ids.len() as u64, std::sync::atomic::Ordering::AcqRel);
         bytes.fetch_add(records.iter().map(|r| r.len() as u64).sum(), std::sync::atomic::Ordering::Relaxed);
         self.shared.wal.append(
             records,
@@ -217,8 +237,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     }
                     drop(idx);
                     callback.log_io_completed(Ok(()));
+                    flushed.add(ids.len() as u64);
                 }
-                Err(e) => callback.log_io_completed(Err(std::io::Error::other(e.to_string()))),
+                Err(e) => {
+                    callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                    flushed.add(ids.len() as u64);
+                }
             }),
         );
         Ok(())

@@ -35,6 +35,25 @@ pub(crate) struct Group {
     /// Entries and record bytes appended for this group since the WAL was
     /// opened (the group's write load; only ever rise).
     pub appended: [std::sync::atomic::AtomicU64; 2],
+    /// Entries whose append finished (durable, or failed); its own `Arc`
+    /// for the same reason as `index`.
+    pub flushed: Arc<Flushed>,
+}
+
+/// Appended entries whose WAL write has returned, and a signal raised each
+/// time more have: the leader's proposer forms its next entry once the
+/// last one is durable (`LogStore::flushed_past`).
+#[derive(Default)]
+pub(crate) struct Flushed {
+    pub entries: std::sync::atomic::AtomicU64,
+    pub signal: tokio::sync::Notify,
+}
+
+impl Flushed {
+    pub fn add(&self, n: u64) {
+        self.entries.fetch_add(n, std::sync::atomic::Ordering::AcqRel);
+        self.signal.notify_waiters();
+    }
 }
 
 pub(crate) struct SharedWal {
@@ -97,6 +116,7 @@ impl SharedWal {
                 meta_file,
                 meta: Mutex::new(meta),
                 appended: Default::default(),
+                flushed: Default::default(),
             })
             .collect();
         Ok(SharedWal { wal, groups })

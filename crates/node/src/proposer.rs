@@ -21,8 +21,10 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use regina_types::limits::PROPOSER_QUEUE_BYTES_MAX;
 
-/// Entries proposed and not yet answered. Two keep openraft's core busy:
-/// while one is being fsynced the next is already queued behind it.
+/// Entries proposed and not yet answered. The next entry is formed only
+/// once the last one is durable in the local log (`batch_loop`), so a
+/// second one in flight is being fsynced while the first is applied (or,
+/// in a cluster, waits for the followers).
 const MAX_IN_FLIGHT: usize = 2;
 /// Requests packed into one entry at most.
 const MAX_BATCH_COMMANDS: usize = 1024;
@@ -172,12 +174,25 @@ async fn batch_loop(
         }
         queue.requests.fetch_sub(batch.len(), Ordering::AcqRel);
         queue.bytes.fetch_sub(bytes, Ordering::AcqRel);
-        let (raft, log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
+        let (raft, task_log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
         load.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let appended_before = log.appended().0;
+        let (answered, finished) = oneshot::channel::<()>();
         tokio::spawn(async move {
-            answer(batch, &raft, &log, now_ms).await;
+            answer(batch, &raft, &task_log, now_ms).await;
             drop(slot);
+            drop(answered);
         });
+        // The next entry is formed once this one is durable here (or was
+        // answered without being: refused, failed): an entry proposed while
+        // another waits for its fsync would wait behind it with the few
+        // requests that had arrived, and everything after would wait for
+        // both. Measured on a disk whose fsync took ~2 ms: push batch 1
+        // 4,000 -> 9,200 msg/s (docs/benchmarks.md).
+        tokio::select! {
+            () = log.flushed_past(appended_before) => {}
+            _ = finished => {}
+        }
     }
 }
 
