@@ -188,7 +188,7 @@ async fn batch_loop(
         // another waits for its fsync would wait behind it with the few
         // requests that had arrived, and everything after would wait for
         // both. Measured on a disk whose fsync took ~2 ms: push batch 1
-        // 4,000 -> 9,200 msg/s (docs/benchmarks.md).
+        // 4,000 -> 13,400 msg/s (docs/benchmarks.md).
         tokio::select! {
             () = log.flushed_past(appended_before) => {}
             _ = finished => {}
