@@ -42,7 +42,12 @@ fn needs_escape(b: u8) -> bool {
 
 /// An unsigned number.
 pub fn number(out: &mut Vec<u8>, n: u64) {
-    let (mut buf, mut at, mut n) = ([0u8; 20], 20, n);
+    out.extend_from_slice(decimal(&mut [0u8; 20], n).as_bytes());
+}
+
+/// `n` in decimal digits, written into `buf` without `fmt`.
+pub fn decimal(buf: &mut [u8; 20], mut n: u64) -> &str {
+    let mut at = buf.len();
     loop {
         at -= 1;
         buf[at] = b'0' + (n % 10) as u8;
@@ -51,7 +56,7 @@ pub fn number(out: &mut Vec<u8>, n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&buf[at..]);
+    std::str::from_utf8(&buf[at..]).expect("ASCII digits")
 }
 
 /// A number spelled as a JSON string (partition ids, as the clients read them).

@@ -80,7 +80,7 @@ pub fn uuid_string(b: &[u8; 16]) -> String {
 pub fn json_answer<T: Serialize>(status: axum::http::StatusCode, body: &T) -> axum::response::Response {
     use axum::response::IntoResponse;
     match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Ok(bytes) => crate::http::json_out::answer(status, bytes),
         Err(e) => ApiError::internal(format!("rendering an answer: {e}")).into_response(),
     }
 }
@@ -112,16 +112,7 @@ pub struct NumberText(pub u64);
 
 impl Serialize for NumberText {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (mut buf, mut at, mut n) = ([0u8; 20], 20, self.0);
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        s.serialize_str(std::str::from_utf8(&buf[at..]).unwrap_or_default())
+        s.serialize_str(crate::http::json_out::decimal(&mut [0u8; 20], self.0))
     }
 }
 
