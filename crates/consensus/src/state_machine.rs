@@ -141,9 +141,8 @@ impl StateMachineStore {
         // Bodies are written before the lock is released: a snapshot taken
         // under the lock may then rely on every body its state points at
         // having been handed to the file system.
-        for w in &applied.writes {
-            self.shared.bodies.write_at(w.pos, &w.bytes).map_err(|e| StorageIOError::apply(log_id, &e))?;
-        }
+        let writes: Vec<(u64, &[u8])> = applied.writes.iter().map(|w| (w.pos, w.bytes.as_slice())).collect();
+        self.shared.bodies.write_many(&writes).map_err(|e| StorageIOError::apply(log_id, &e))?;
         drop(m);
         if !applied.writes.is_empty() {
             retry_bodies_later(&self.shared);

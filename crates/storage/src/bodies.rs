@@ -132,6 +132,53 @@ impl BodyStore {
         }
     }
 
+    /// Writes bodies in order, as [`BodyStore::write_at`] would one by one,
+    /// with one write per run of bodies that follow each other inside one
+    /// segment. A push places its bodies back to back, so an entry of
+    /// many messages costs one system call, not one per message. A run that
+    /// finds no space is written body by body (each kept in memory as
+    /// `write_at` keeps it).
+    pub fn write_many(&self, bodies: &[(u64, &[u8])]) -> io::Result<()> {
+        let mut joined = Vec::new();
+        let mut start = 0;
+        while start < bodies.len() {
+            let end = start + self.run_len(&bodies[start..]);
+            let run = &bodies[start..end];
+            if let [(pos, body)] = run {
+                self.write_at(*pos, body)?;
+            } else {
+                joined.clear();
+                run.iter().for_each(|(_, body)| joined.extend_from_slice(body));
+                match self.write_now(run[0].0, &joined) {
+                    Err(e) if is_out_of_space(&e) => {
+                        for (pos, body) in run {
+                            self.write_at(*pos, body)?;
+                        }
+                    }
+                    other => other?,
+                }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// How many of `bodies` (at least one) lie back to back in the first
+    /// one's segment.
+    fn run_len(&self, bodies: &[(u64, &[u8])]) -> usize {
+        let segment = bodies[0].0 / self.segment_bytes;
+        let mut end = bodies[0].0 + bodies[0].1.len() as u64;
+        let mut n = 1;
+        for (pos, body) in &bodies[1..] {
+            if *pos != end || pos / self.segment_bytes != segment {
+                break;
+            }
+            end += body.len() as u64;
+            n += 1;
+        }
+        n
+    }
+
     fn write_now(&self, pos: u64, body: &[u8]) -> io::Result<()> {
         let (segment, offset) = self.locate(pos, body.len() as u64)?;
         let file = self.handle(segment, true)?;
