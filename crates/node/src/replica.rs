@@ -24,9 +24,6 @@ use crate::options::NodeOptions;
 pub use crate::proposer::ProposeError;
 use crate::proposer::Proposer;
 
-/// Entries between snapshots (openraft's own trigger).
-const SNAPSHOT_EVERY_ENTRIES: u64 = 20_000;
-
 pub struct Replica {
     /// This node's id in its Raft group.
     pub(crate) id: u64,
@@ -91,7 +88,9 @@ impl Replica {
             // elections while the leader is alive.
             election_timeout_min: 500,
             election_timeout_max: 1000,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY_ENTRIES),
+            // Snapshots are triggered by `drivers::snapshot_due`, which
+            // spaces them by the size of the last one.
+            snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: 1_000,
             // Entries can be batches of up to 8 MiB; bounds one RPC's size.
             max_payload_entries: 64,

@@ -523,7 +523,7 @@ async fn run(ws: &Workspace, deadline: Instant) {
     }
 }
 
-/// Entries between two snapshots is 20 000 (node.rs); small requests from
+/// A snapshot comes after about 20 000 small entries (`node::drivers::snapshot_due`); small requests from
 /// several producers reach that in a few seconds.
 const SNAPSHOT_LOAD: Load = Load { queue: "crash-snapshot", partitions: 8, batch_max: 2 };
 const SNAPSHOT_PRODUCERS: u64 = 6;

@@ -174,7 +174,13 @@ impl State {
 
     /// Encodes the whole state for a snapshot, behind [`STATE_FORMAT`].
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = STATE_FORMAT.to_vec();
+        self.encode_into(Vec::new())
+    }
+
+    /// [`State::encode`] into `out` (cleared first; its capacity is kept).
+    pub fn encode_into(&self, mut out: Vec<u8>) -> Vec<u8> {
+        out.clear();
+        out.extend_from_slice(STATE_FORMAT);
         bincode::serialize_into(&mut out, self).expect("state always encodes");
         out
     }
