@@ -87,16 +87,42 @@ def shape_args(shape, system, seconds, connections):
             "--consumers", "8", "--groups", groups, "--batch", "100", "--producers", "16", "--seconds", "120"]
 
 
-def measure(root, system, args):
+def report(root, system, args, timeout=600):
+    """One bench run on a fresh server: its JSON report."""
     server = Server(system, root)
     try:
         bench = os.path.join(root, "target/release/regina-bench")
-        out = subprocess.run([bench, *args, "--url", server.url], capture_output=True, text=True, timeout=600)
+        out = subprocess.run([bench, *args, "--url", server.url], capture_output=True, text=True, timeout=timeout)
         if out.returncode != 0:
             sys.exit(f"bench-peers: {system} {' '.join(args)} failed: {out.stderr.strip()[-400:]}")
-        return json.loads(out.stdout)["messagesPerSecond"]
+        return json.loads(out.stdout)
     finally:
         server.stop()
+
+
+def measure(root, system, args):
+    return report(root, system, args)["messagesPerSecond"]
+
+
+def sustained(root, seconds):
+    """Push batch 100 into one fresh server of each kind for `seconds`: the
+    rate over the whole run, its first and last minute (fifth, if shorter)."""
+    window = int(min(60, seconds / 5))
+    rows, whole = [], {}
+    for system in ["regina", "redis"]:
+        r = report(root, system, shape_args("push100", system, seconds, 16), timeout=seconds + 600)
+        per = r["perSecond"]
+        first, last = sum(per[:window]) / window, sum(per[-window:]) / window
+        whole[system] = r["messagesPerSecond"]
+        name = "Regina" if system == "regina" else "Redis always"
+        rows.append(f"| {name} | {whole[system]:,.0f} | {first:,.0f} | {last:,.0f} | {last / first:.2f} |")
+        print(f"sustained: {system} {whole[system]:,.0f} msg/s, first {first:,.0f}, last {last:,.0f}", file=sys.stderr)
+    return "\n".join([
+        f"Sustained: push batch 100, 16 connections, {PARTITIONS} partitions, {seconds:.0f} s into one fresh "
+        f"server of each kind; first and last {window} s. Regina / Redis over the whole run: "
+        f"**{whole['regina'] / whole['redis']:.2f}**.", "",
+        f"| system | whole run msg/s | first {window} s | last {window} s | last / first |",
+        "|---|---:|---:|---:|---:|", *rows])
 
 
 def label(shape, connections):
@@ -150,6 +176,7 @@ def main():
     p.add_argument("--shapes", default="push1,push10,push100,consume1,consume3")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--no-instructions", action="store_true")
+    p.add_argument("--sustained", type=float, default=0, help="seconds of the sustained push run (0: none)")
     a = p.parse_args()
     shapes = a.shapes.split(",")
     conns = [int(c) for c in a.connections.split(",")]
@@ -163,6 +190,8 @@ def main():
                 results[label(shape, c)][system].append(rate)
                 print(f"round {rnd + 1}: {label(shape, c)}: {system} {rate:,.0f} msg/s", file=sys.stderr)
     text = table(results, a.rounds)
+    if a.sustained > 0:
+        text += "\n\n" + sustained(a.root, a.sustained)
     if not a.no_instructions:
         text += "\n\n" + instructions(a.root)
     print(text)

@@ -8,8 +8,10 @@
 #
 # usage: scripts/bench-peers.sh [--rounds N] [--seconds S] [--connections C[,C...]]
 #                               [--shapes push1,push10,push100,consume1,consume3] [--no-write]
-#                               [--no-instructions]
-#   defaults: 3 rounds, 10 s per run, 16 connections, every shape; then
+#                               [--no-instructions] [--sustained SECONDS]
+#   defaults: 3 rounds, 10 s per run, 16 connections, every shape; with
+#   --sustained, one push (batch 100, 16 connections) of that many seconds
+#   into one server of each kind, its first and last minute; then
 #   broker instructions per pushed and per consumed message
 #   (scripts/bench-instructions.py: perf where it counts them, else callgrind)
 #

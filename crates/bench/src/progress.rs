@@ -59,3 +59,39 @@ impl Progress {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+/// A counter read once a second: a run's rate second by second, so a long
+/// run shows whether it holds its rate or falls as data grows.
+pub struct PerSecond {
+    rates: Arc<std::sync::Mutex<Vec<u64>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl PerSecond {
+    pub fn start(counter: Arc<AtomicU64>) -> PerSecond {
+        let rates = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, s) = (rates.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            let mut last = counter.load(Ordering::Relaxed);
+            loop {
+                tick.tick().await;
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                let now = counter.load(Ordering::Relaxed);
+                r.lock().expect("rates lock").push(now - last);
+                last = now;
+            }
+        });
+        PerSecond { rates, stop }
+    }
+
+    /// The whole seconds counted so far (a last partial second is left out).
+    pub fn finish(self) -> Vec<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        std::mem::take(&mut *self.rates.lock().expect("rates lock"))
+    }
+}

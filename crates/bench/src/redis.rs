@@ -36,6 +36,7 @@ pub async fn push(a: &Args) -> Result<Value, String> {
     let sent = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
     let started = Instant::now();
+    let per_second = crate::progress::PerSecond::start(sent.clone());
     let mut tasks = Vec::new();
     for p in 0..a.producers {
         let (a, payload, sent) = (a.clone(), payload.clone(), sent.clone());
@@ -64,7 +65,7 @@ pub async fn push(a: &Args) -> Result<Value, String> {
         "scenario": "redis-push",
         "producers": a.producers, "batch": a.batch, "payloadBytes": a.payload, "partitions": a.partitions,
         "seconds": secs, "messages": msgs, "messagesPerSecond": msgs as f64 / secs,
-        "requests": all.len(), "latencyMs": all.report(),
+        "requests": all.len(), "latencyMs": all.report(), "perSecond": per_second.finish(),
     }))
 }
 

@@ -73,6 +73,7 @@ pub async fn push(a: &Args) -> Result<Value, String> {
     let forwarded = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
     let started = Instant::now();
+    let per_second = crate::progress::PerSecond::start(sent.clone());
     let urls: Vec<String> = a.url.split(',').map(|u| u.trim().trim_end_matches('/').to_string()).collect();
     let mut tasks = Vec::new();
     for p in 0..a.producers {
@@ -134,6 +135,8 @@ pub async fn push(a: &Args) -> Result<Value, String> {
         // Requests answered by a node that forwarded them to the leader.
         "forwardedRequests": forwarded.load(Ordering::Relaxed),
         "latencyMs": all.report(),
+        // Messages answered in each whole second of the run.
+        "perSecond": per_second.finish(),
     }))
 }
 
