@@ -232,6 +232,12 @@ impl Io for SimIo {
         gate.finished();
         result
     }
+
+    fn completions_returned(&self) {
+        if let Some(gate) = &self.gate {
+            gate.completions_returned();
+        }
+    }
 }
 
 #[cfg(test)]

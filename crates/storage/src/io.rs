@@ -21,6 +21,11 @@ pub trait Io: Send + Sync + 'static {
     fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()>;
     /// Makes earlier writes to `file` durable (fdatasync).
     fn sync_data(&self, file: &File) -> io::Result<()>;
+    /// The WAL's writer has run every completion callback of a batch and
+    /// returned from them. The simulation waits for it so that whatever a
+    /// callback does after its first wake-up (another wake-up, a counter)
+    /// lands before the runtime moves on, at the same point of every replay.
+    fn completions_returned(&self) {}
 }
 
 /// The real thing: `pwrite` and `fdatasync`.

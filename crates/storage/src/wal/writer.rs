@@ -49,6 +49,7 @@ impl Writer {
         while let Some(batch) = self.next_batch() {
             if let Some(reason) = self.shared.poison.get() {
                 fail_all(batch, reason);
+                self.shared.io.completions_returned();
                 continue;
             }
             match self.write_batch(&batch) {
@@ -63,6 +64,7 @@ impl Writer {
                     fail_all(batch, reason);
                 }
             }
+            self.shared.io.completions_returned();
         }
     }
 
