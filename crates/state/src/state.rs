@@ -177,6 +177,14 @@ impl State {
         self.encode_into(Vec::new())
     }
 
+    /// The length of [`State::encode`]'s bytes, counted without writing
+    /// them: a snapshot's buffer is allocated once at its size instead of
+    /// growing (and copying) by doubling.
+    pub fn encoded_len(&self) -> usize {
+        let body = bincode::serialized_size(self).expect("state always encodes");
+        STATE_FORMAT.len() + usize::try_from(body).expect("a state fits in memory")
+    }
+
     /// [`State::encode`] into `out` (cleared first; its capacity is kept).
     pub fn encode_into(&self, mut out: Vec<u8>) -> Vec<u8> {
         out.clear();
