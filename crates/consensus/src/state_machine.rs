@@ -196,14 +196,14 @@ fn retry_bodies_later(shared: &Arc<SharedState>) {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Copied under the read lock and encoded outside it, on a blocking
-        // thread so the async workers keep serving. The copy is cheap where
-        // the state is large: partitions are shared (`Arc`), so it walks
-        // queues, groups and rows but not one message, and applying copies
-        // a shared partition only when it next writes to it (once per
-        // partition per snapshot). Encoding under the lock stopped applying
-        // for seconds as messages piled up (7 s at 15 M messages); how long
-        // the lock was held, and how long the encode took, are logged.
+        // Encoded under the read lock, on a blocking thread so the async
+        // workers keep serving; applying waits for the encode, reads do
+        // not. How long it held the lock is logged: it grows with the state
+        // (about 2.5 s at 12 M messages on a 2-core machine). A copy under
+        // the lock with partitions shared (`Arc`) and copied on write held
+        // it 0-10 ms at 15 M messages, but cost ~280 more bytes of memory
+        // per partition at 1 M partitions (docs/benchmarks.md), so it is
+        // not used.
         let shared = self.shared.clone();
         let encoded = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
@@ -215,15 +215,12 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 last_membership: m.membership.clone(),
                 snapshot_id: format!("{idx:020}-{seq:010}"),
             };
-            let state = m.state.clone();
+            // Sized exactly: a buffer grown by doubling copied the encoding
+            // again at every step under the lock, and faulted in twice its
+            // size (fresh huge pages, zeroed by the kernel).
+            let data = Arc::new(m.state.encode_into(Vec::with_capacity(m.state.encoded_len())));
             drop(m);
-            let locked_ms = started.elapsed().as_millis() as u64;
-            // Sized exactly: a buffer grown by doubling copies the encoding
-            // again at every step, and faults in twice its size.
-            let data = Arc::new(state.encode_into(Vec::with_capacity(state.encoded_len())));
-            drop(state);
-            let encode_ms = started.elapsed().as_millis() as u64 - locked_ms;
-            tracing::info!(bytes = data.len(), locked_ms, encode_ms, "snapshot encoded");
+            tracing::info!(bytes = data.len(), locked_ms = started.elapsed().as_millis() as u64, "snapshot encoded");
             (data, meta)
         });
         let (data, meta) =

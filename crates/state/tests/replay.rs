@@ -107,29 +107,8 @@ proptest! {
         // Map iteration order may differ in the encoding; the states may not.
         prop_assert!(a == b, "replayed and restored states differ");
         prop_assert!(a == State::decode(&a.encode()).unwrap());
-    }
-
-    /// A snapshot encodes a copy of the state taken under the lock, after
-    /// which applying goes on: partitions are shared with the copy and
-    /// copied on their next write. Whatever is applied after the copy, it
-    /// still encodes the state at the moment it was taken.
-    #[test]
-    fn a_copy_keeps_the_state_it_was_taken_at(cmds in prop::collection::vec(command(), 1..80), cut in 0usize..80) {
-        let mut now = 1_000_000u64;
-        let mut live = State::new();
-        let mut copy = None;
-        for (i, (dt, command)) in cmds.into_iter().enumerate() {
-            if i == cut {
-                copy = Some((live.clone(), live.encode()));
-            }
-            now += dt;
-            live.apply(&Entry { now_ms: now, command });
-        }
-        if let Some((copy, encoded_then)) = copy {
-            prop_assert_eq!(copy.encoded_len(), encoded_then.len());
-            prop_assert!(copy.encode() == encoded_then, "a copy changed as the state it was taken from went on");
-        }
-        prop_assert_eq!(live.encoded_len(), live.encode().len());
+        // A snapshot's buffer is allocated at this length, once.
+        prop_assert_eq!(a.encoded_len(), a.encode().len());
     }
 }
 
