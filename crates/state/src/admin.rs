@@ -1,9 +1,12 @@
 //! Queue lifecycle: configure (create or change), delete, and the periodic
 //! sweep that applies retention.
 
+use std::sync::Arc;
+
 use crate::command::ConfigureCmd;
 use crate::options::QueueOptions;
 use crate::outcome::Outcome;
+use crate::partition::Partition;
 use crate::state::State;
 
 impl State {
@@ -62,7 +65,10 @@ impl State {
             }
             let groups = q.groups.len();
             let mut dropped = 0;
-            for p in &mut q.partitions {
+            for shared in q.partitions.iter_mut() {
+                // Read first: a partition a snapshot still shares is copied
+                // only when something is really dropped from it.
+                let p: &Partition = shared;
                 let mut floor = p.base;
                 if ret > 0 {
                     floor = floor.max(p.first_at_or_after(now.saturating_sub(ret * 1000)));
@@ -81,6 +87,10 @@ impl State {
                     .filter_map(|c| c.live_lease(now).map(|l| l.start))
                     .min()
                     .unwrap_or(u64::MAX);
+                if floor.min(leased_floor) <= p.base {
+                    continue;
+                }
+                let p = Arc::make_mut(shared);
                 let before = p.msgs.len() as u64;
                 p.drop_before(floor.min(leased_floor));
                 dropped += before - p.msgs.len() as u64;

@@ -6,6 +6,7 @@ use crate::cursor::LeaseSlot;
 use crate::outcome::{Claim, Delivered, PopResult};
 use crate::queue::Queue;
 use crate::state::State;
+use std::sync::Arc;
 
 impl State {
     pub(crate) fn pop(&mut self, cmd: &PopCmd) -> PopResult {
@@ -189,7 +190,7 @@ struct Claiming {
 fn claim_partition(q: &mut Queue, pidx: u32, how: &Claiming, cmd: &PopCmd) -> Option<Claim> {
     let (gid, now) = (how.gid, how.now);
     let seed = q.seed_for(gid, pidx);
-    let p = &mut q.partitions[pidx as usize];
+    let p = Arc::make_mut(&mut q.partitions[pidx as usize]);
     let c = p.ensure_cursor(gid, seed).clone();
     if c.live_lease(now).is_some() || c.next >= p.next_offset() {
         return None;

@@ -2,6 +2,7 @@
 //! its dead-letter list.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::hash::FastMap;
 
@@ -53,7 +54,7 @@ pub struct Queue {
     pub namespace: Option<String>,
     pub task: Option<String>,
     pub options: QueueOptions,
-    pub partitions: Vec<Partition>,
+    pub partitions: Vec<Arc<Partition>>,
     pub partition_index: FastMap<String, u32>,
     pub groups: Vec<Group>,
     pub group_index: FastMap<String, u32>,
@@ -109,7 +110,7 @@ impl Queue {
         self.groups.push(group);
         self.group_index.insert(name.to_string(), gid);
         if sub == Subscription::New {
-            for p in &mut self.partitions {
+            for p in self.partitions.iter_mut().map(Arc::make_mut) {
                 let end = p.next_offset();
                 p.ensure_cursor(gid, end);
             }
