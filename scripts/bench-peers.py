@@ -189,9 +189,10 @@ def main():
                 rate = measure(a.root, system, shape_args(shape, system, a.seconds, c))
                 results[label(shape, c)][system].append(rate)
                 print(f"round {rnd + 1}: {label(shape, c)}: {system} {rate:,.0f} msg/s", file=sys.stderr)
-    text = table(results, a.rounds)
+    # --rounds 0 --sustained S: the sustained run alone.
+    text = table(results, a.rounds) if a.rounds > 0 else ""
     if a.sustained > 0:
-        text += "\n\n" + sustained(a.root, a.sustained)
+        text = "\n\n".join(t for t in [text, sustained(a.root, a.sustained)] if t)
     if not a.no_instructions:
         text += "\n\n" + instructions(a.root)
     print(text)

@@ -11,7 +11,8 @@
 #                               [--no-instructions] [--sustained SECONDS]
 #   defaults: 3 rounds, 10 s per run, 16 connections, every shape; with
 #   --sustained, one push (batch 100, 16 connections) of that many seconds
-#   into one server of each kind, its first and last minute; then
+#   into one server of each kind, its first and last minute (with
+#   --rounds 0, that run alone); then
 #   broker instructions per pushed and per consumed message
 #   (scripts/bench-instructions.py: perf where it counts them, else callgrind)
 #
