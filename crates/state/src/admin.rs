@@ -1,12 +1,9 @@
 //! Queue lifecycle: configure (create or change), delete, and the periodic
 //! sweep that applies retention.
 
-use std::sync::Arc;
-
 use crate::command::ConfigureCmd;
 use crate::options::QueueOptions;
 use crate::outcome::Outcome;
-use crate::partition::Partition;
 use crate::state::State;
 
 impl State {
@@ -65,10 +62,10 @@ impl State {
             }
             let groups = q.groups.len();
             let mut dropped = 0;
-            for shared in q.partitions.iter_mut() {
+            for pidx in 0..q.partitions.len() as u32 {
                 // Read first: a partition a snapshot still shares is copied
                 // only when something is really dropped from it.
-                let p: &Partition = shared;
+                let p = &q.partitions[pidx as usize];
                 let mut floor = p.base;
                 if ret > 0 {
                     floor = floor.max(p.first_at_or_after(now.saturating_sub(ret * 1000)));
@@ -90,7 +87,7 @@ impl State {
                 if floor.min(leased_floor) <= p.base {
                     continue;
                 }
-                let p = Arc::make_mut(shared);
+                let p = q.partition_mut(pidx).expect("in range");
                 let before = p.msgs.len() as u64;
                 p.drop_before(floor.min(leased_floor));
                 dropped += before - p.msgs.len() as u64;

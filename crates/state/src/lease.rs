@@ -4,7 +4,6 @@
 
 use crate::outcome::ExtendResult;
 use crate::state::{LeaseEntry, State};
-use std::sync::Arc;
 
 impl State {
     /// Records that `lease_id` now holds (queue, partition, group).
@@ -22,7 +21,7 @@ impl State {
     pub(crate) fn lease_release(&mut self, lease_id: &str, claim: (u32, u32, u32)) {
         let (qid, pidx, gid) = claim;
         if let Some(q) = self.queues.get_mut(&qid) {
-            if let Some(c) = q.partitions.get_mut(pidx as usize).map(Arc::make_mut).and_then(|p| p.cursor_mut(gid)) {
+            if let Some(c) = q.partition_mut(pidx).and_then(|p| p.cursor_mut(gid)) {
                 if c.lease.as_ref().is_some_and(|l| l.id == lease_id) {
                     c.lease = None;
                 }
@@ -51,9 +50,7 @@ impl State {
             if let Some(e) = self.leases.remove(&id) {
                 for (qid, pidx, gid) in e.claims {
                     let Some(q) = self.queues.get_mut(&qid) else { continue };
-                    if let Some(c) =
-                        q.partitions.get_mut(pidx as usize).map(Arc::make_mut).and_then(|p| p.cursor_mut(gid))
-                    {
+                    if let Some(c) = q.partition_mut(pidx).and_then(|p| p.cursor_mut(gid)) {
                         if c.lease.as_ref().is_some_and(|l| l.id == id) {
                             c.lease = None;
                         }
@@ -78,7 +75,7 @@ impl State {
             let slot = self
                 .queues
                 .get_mut(&qid)
-                .and_then(|q| q.partitions.get_mut(pidx as usize).map(Arc::make_mut))
+                .and_then(|q| q.partition_mut(pidx))
                 .and_then(|p| p.cursor_mut(gid))
                 .and_then(|c| c.lease.as_mut())
                 .filter(|l| l.id == lease_id && l.is_live(now));

@@ -25,7 +25,7 @@ impl State {
             let q = self.queues.get_mut(&qid).expect("just created");
             let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
             let keep_ms = window_ms.max(TXN_MEMORY_MS_MIN);
-            let p = Arc::make_mut(&mut q.partitions[pidx as usize]);
+            let p = q.partition_mut(pidx).expect("just created");
             p.forget_txns_before(now.saturating_sub(keep_ms));
             let hash = txn_hash(&item.transaction_id);
             let in_request = this_entry.contains(&(p.id, hash));
@@ -91,7 +91,7 @@ impl State {
         let hash = txn_hash(&item.transaction_id);
         let q = self.queues.get_mut(&qid).expect("just created");
         q.kept += 1;
-        let p = Arc::make_mut(&mut q.partitions[pidx as usize]);
+        let p = q.partition_mut(pidx).expect("just created");
         let offset = p.push_meta(MsgMeta::new(pos, len, now, hash));
         p.last_write_ms = now;
         let partition_id = p.id;

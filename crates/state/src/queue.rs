@@ -83,6 +83,19 @@ impl Queue {
         }
     }
 
+    /// A partition to change. Partitions may be shared with a snapshot
+    /// being encoded, and every write goes through here (or
+    /// [`Queue::partitions_mut`]): a shared partition is copied first
+    /// (`Arc::make_mut`), so the snapshot keeps what it took.
+    pub fn partition_mut(&mut self, pidx: u32) -> Option<&mut Partition> {
+        self.partitions.get_mut(pidx as usize).map(Arc::make_mut)
+    }
+
+    /// Every partition, to change (see [`Queue::partition_mut`]).
+    pub fn partitions_mut(&mut self) -> impl Iterator<Item = &mut Partition> {
+        self.partitions.iter_mut().map(Arc::make_mut)
+    }
+
     pub fn partition_by_name(&self, name: &str) -> Option<u32> {
         self.partition_index.get(name).copied()
     }
@@ -110,7 +123,7 @@ impl Queue {
         self.groups.push(group);
         self.group_index.insert(name.to_string(), gid);
         if sub == Subscription::New {
-            for p in self.partitions.iter_mut().map(Arc::make_mut) {
+            for p in self.partitions_mut() {
                 let end = p.next_offset();
                 p.ensure_cursor(gid, end);
             }

@@ -8,7 +8,6 @@
 //! lease is gone, so two runners never close one window.
 
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 use super::ClaimCmd;
 use crate::cursor::LeaseSlot;
@@ -97,7 +96,7 @@ impl State {
         }
         let name = q.partitions[pidx as usize].name.clone();
         let Some(&gid) = q.group_index.get(group) else { return (ClaimStatus::Missing, name, None) };
-        let p = Arc::make_mut(&mut q.partitions[pidx as usize]);
+        let p = q.partition_mut(pidx).expect("checked above");
         let end = p.next_offset();
         let Some(c) = p.cursor_mut(gid) else { return (ClaimStatus::Missing, name, None) };
         if c.live_lease(now).is_some() {

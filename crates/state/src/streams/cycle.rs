@@ -18,7 +18,6 @@
 //! fence anyway.
 
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 use super::{CycleAck, CycleCmd, PartitionState, Row, StateOp};
 use crate::body::BodyWrite;
@@ -217,8 +216,7 @@ impl State {
     fn commit_cycle_ack(&mut self, plan: AckPlan) -> super::cycle::CycleAckResult {
         let (qid, pidx, gid) = plan.slot;
         if let Some(to) = plan.commit_to {
-            let c =
-                self.queues.get_mut(&qid).and_then(|q| Arc::make_mut(&mut q.partitions[pidx as usize]).cursor_mut(gid));
+            let c = self.queues.get_mut(&qid).and_then(|q| q.partition_mut(pidx).and_then(|p| p.cursor_mut(gid)));
             if let Some(c) = c {
                 c.commit_to(to);
             }

@@ -49,19 +49,18 @@ impl Writer {
         while let Some(batch) = self.next_batch() {
             if let Some(reason) = self.shared.poison.get() {
                 fail_all(batch, reason);
-                self.shared.io.completions_returned();
-                continue;
-            }
-            match self.write_batch(&batch) {
-                Ok(positions) => {
-                    for (request, pos) in batch.into_iter().zip(positions) {
-                        finish(request, Ok(pos));
+            } else {
+                match self.write_batch(&batch) {
+                    Ok(positions) => {
+                        for (request, pos) in batch.into_iter().zip(positions) {
+                            finish(request, Ok(pos));
+                        }
                     }
-                }
-                Err(reason) => {
-                    tracing::error!(%reason, "wal write failed; the log is now poisoned");
-                    let reason = self.shared.poison.get_or_init(|| reason);
-                    fail_all(batch, reason);
+                    Err(reason) => {
+                        tracing::error!(%reason, "wal write failed; the log is now poisoned");
+                        let reason = self.shared.poison.get_or_init(|| reason);
+                        fail_all(batch, reason);
+                    }
                 }
             }
             self.shared.io.completions_returned();
