@@ -336,15 +336,18 @@ impl Gate {
             // again has made every callback of the batch before, so a
             // parked call of a batch that is not done yet is its own.
             let b = s.batch.as_ref().expect("driving a batch");
+            // Woken or written is not enough: the writer goes on after
+            // its last disk call (it poisons the log when a call failed,
+            // and a callback goes on after waking its core: the log store
+            // then raises its flushed signal, which wakes the proposer),
+            // and whether that lands before or after the runtime moves on
+            // would be the OS's choice. So the writer must also have
+            // returned from every callback of the batch.
+            let through = s.returned > returned;
             let done = if b.appends > 0 {
-                // Woken is not enough: a callback may go on after waking
-                // its core (the log store then raises its flushed signal,
-                // which wakes the proposer), and whether that lands before
-                // or after the runtime moves on would be the OS's choice.
-                // So the writer must also have returned from them all.
-                woken() >= base + b.appends && s.returned > returned
+                woken() >= base + b.appends && through
             } else {
-                b.failed || (b.written >= b.bytes && b.synced)
+                (b.failed || (b.written >= b.bytes && b.synced)) && through
             };
             if done {
                 break;
@@ -465,6 +468,34 @@ mod tests {
         );
         assert!(gate.handed());
         gate.complete(&|| woken.load(Ordering::SeqCst), true);
+        assert_eq!(after.load(Ordering::SeqCst), 1, "the runtime went on while a callback still ran");
+        gate.close();
+    }
+
+    /// A failed batch of truncation markers is done only once the writer
+    /// has poisoned the log: a gate that let the runtime go as soon as the
+    /// failed write returned left the poisoning to race the Raft cores, and
+    /// a request then failed with the log's reason in one replay and with
+    /// the bare crash in another.
+    #[test]
+    fn a_failed_marker_batch_is_complete_only_once_the_log_is_poisoned() {
+        let gate = Gate::new(1, Arc::default(), Rng::new(4));
+        let (_dir, wal, _) = wal(&gate);
+        let after = Arc::new(AtomicUsize::new(0));
+        gate.submit(Sub { append: false, bytes: 0 });
+        let a = after.clone();
+        wal.append(
+            vec![b"a marker".to_vec()],
+            Box::new(move |r| {
+                assert!(r.is_err(), "a crashed disk made it durable");
+                std::thread::sleep(Duration::from_millis(50));
+                a.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        assert!(gate.handed());
+        gate.crash_at_next(IoCall::Write);
+        gate.complete_markers();
+        assert!(wal.poisoned().is_some(), "the runtime went on before the log was poisoned");
         assert_eq!(after.load(Ordering::SeqCst), 1, "the runtime went on while a callback still ran");
         gate.close();
     }

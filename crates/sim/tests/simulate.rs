@@ -102,7 +102,21 @@ fn a_seed_replays_exactly() {
     let seed = env_u64("SIM_SEED").unwrap_or(7);
     let first = run(config(seed)).unwrap_or_else(|f| panic!("{f}"));
     let second = run(config(seed)).unwrap_or_else(|f| panic!("{f}"));
-    assert_eq!(first.digest, second.digest, "seed {seed} ran differently twice:\n  {first}\n  {second}");
+    if first.digest != second.digest {
+        let at = first
+            .trace
+            .iter()
+            .zip(&second.trace)
+            .position(|(a, b)| a != b)
+            .unwrap_or(first.trace.len().min(second.trace.len()));
+        let from = at.saturating_sub(15);
+        let show = |t: &[String]| t[from.min(t.len())..(at + 5).min(t.len())].join("\n    ");
+        panic!(
+            "seed {seed} ran differently twice, first apart at trace line {at}:\n  {first}\n  {second}\nfirst run:\n    {}\nsecond run:\n    {}",
+            show(&first.trace),
+            show(&second.trace)
+        );
+    }
     println!("{first}");
 }
 
