@@ -196,14 +196,17 @@ fn retry_bodies_later(shared: &Arc<SharedState>) {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Encoded under the read lock, on a blocking thread so the async
-        // workers keep serving; applying waits for the encode, reads do
-        // not. How long it held the lock is logged: it grows with the state
-        // (about 2.5 s at 12 M messages on a 2-core machine). A copy under
-        // the lock with partitions shared (`Arc`) and copied on write held
-        // it 0-11 ms at 15 M messages, but an encode running beside applying
-        // broke the simulation's exact replay (docs/benchmarks.md, item 11),
-        // so it is not used yet.
+        // On a blocking thread so the async workers keep serving. Where
+        // messages outnumber other rows, copied under the read lock and
+        // encoded outside it: partitions are shared (`Arc`), so the copy
+        // walks queues, groups and rows but not one message, and applying
+        // copies a shared partition only when it next writes to it (once
+        // per partition per snapshot). Encoding under the lock stopped
+        // applying for seconds as messages piled up (7 s at 15 M messages in
+        // 1,000 partitions). Elsewhere the copy would cost nearly what the
+        // encode does, and a second copy of every row, so the encode holds
+        // the lock (`State::copy_is_cheaper`). How long the lock was held,
+        // and how long the encode took, are logged.
         let shared = self.shared.clone();
         let encoded = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
@@ -216,11 +219,23 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 snapshot_id: format!("{idx:020}-{seq:010}"),
             };
             // Sized exactly: a buffer grown by doubling copied the encoding
-            // again at every step under the lock, and faulted in twice its
-            // size (fresh huge pages, zeroed by the kernel).
-            let data = Arc::new(m.state.encode_into(Vec::with_capacity(m.state.encoded_len())));
-            drop(m);
-            tracing::info!(bytes = data.len(), locked_ms = started.elapsed().as_millis() as u64, "snapshot encoded");
+            // again at every step, and faulted in twice its size (fresh huge
+            // pages, zeroed by the kernel).
+            let encode = |state: &regina_state::State| state.encode_into(Vec::with_capacity(state.encoded_len()));
+            let copied = m.state.copy_is_cheaper();
+            let (data, locked_ms) = if copied {
+                let state = m.state.clone();
+                drop(m);
+                let locked_ms = started.elapsed().as_millis() as u64;
+                (encode(&state), locked_ms)
+            } else {
+                let data = encode(&m.state);
+                drop(m);
+                (data, started.elapsed().as_millis() as u64)
+            };
+            let data = Arc::new(data);
+            let encode_ms = started.elapsed().as_millis() as u64 - locked_ms;
+            tracing::info!(bytes = data.len(), copied, locked_ms, encode_ms, "snapshot encoded");
             (data, meta)
         });
         let (data, meta) =

@@ -111,7 +111,7 @@ pub fn own_names(state: &State, group: u16) -> Result<(), String> {
 
 pub fn partition(state: &State, pid: u64) -> Option<&Partition> {
     let (qid, pidx) = state.partition_ids.get(&pid)?;
-    state.queues.get(qid)?.partitions.get(*pidx as usize)
+    state.queues.get(qid)?.partitions.get(*pidx as usize).map(|p| &**p)
 }
 
 /// An acknowledged push, as the client was answered.

@@ -66,7 +66,7 @@ impl State {
     /// Writes a plan back: cursors, dead letters, released leases.
     pub fn commit_acks(&mut self, plan: AckPlan) -> Vec<AckResult> {
         for ((qid, pidx, gid), c) in plan.cursors {
-            if let Some(p) = self.queues.get_mut(&qid).and_then(|q| q.partitions.get_mut(pidx as usize)) {
+            if let Some(p) = self.queues.get_mut(&qid).and_then(|q| q.partition_mut(pidx)) {
                 assert!(p.cursor(gid).is_none_or(|old| old.next <= c.next), "a cursor moved back");
                 if let Some(slot) = p.cursors.get_mut(gid as usize) {
                     *slot = Some(c);

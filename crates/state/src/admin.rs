@@ -62,7 +62,10 @@ impl State {
             }
             let groups = q.groups.len();
             let mut dropped = 0;
-            for p in &mut q.partitions {
+            for pidx in 0..q.partitions.len() as u32 {
+                // Read first: a partition a snapshot still shares is copied
+                // only when something is really dropped from it.
+                let p = &q.partitions[pidx as usize];
                 let mut floor = p.base;
                 if ret > 0 {
                     floor = floor.max(p.first_at_or_after(now.saturating_sub(ret * 1000)));
@@ -81,6 +84,10 @@ impl State {
                     .filter_map(|c| c.live_lease(now).map(|l| l.start))
                     .min()
                     .unwrap_or(u64::MAX);
+                if floor.min(leased_floor) <= p.base {
+                    continue;
+                }
+                let p = q.partition_mut(pidx).expect("in range");
                 let before = p.msgs.len() as u64;
                 p.drop_before(floor.min(leased_floor));
                 dropped += before - p.msgs.len() as u64;

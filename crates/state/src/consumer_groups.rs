@@ -34,7 +34,7 @@ impl State {
             let Some(&gid) = self.queues[&qid].group_index.get(group) else { continue };
             self.release_group_leases(qid, gid);
             let q = self.queues.get_mut(&qid).expect("listed above");
-            for p in &mut q.partitions {
+            for p in q.partitions_mut() {
                 if let Some(slot) = p.cursors.get_mut(gid as usize) {
                     changed += slot.take().is_some() as u64;
                 }
@@ -59,7 +59,7 @@ impl State {
         self.release_group_leases(qid, gid);
         let q = self.queues.get_mut(&qid).expect("indexed");
         let mut changed = 0;
-        for p in &mut q.partitions {
+        for p in q.partitions_mut() {
             let to = match target {
                 SeekTarget::End => p.next_offset(),
                 SeekTarget::Time(ms) => p.first_at_or_after(ms),
@@ -84,7 +84,7 @@ impl State {
             self.lease_release(&lease, (qid, pidx as u32, gid));
         }
         let q = self.queues.get_mut(&qid).expect("indexed");
-        let p = &mut q.partitions[pidx];
+        let p = q.partition_mut(pidx as u32).expect("indexed");
         let to = match target {
             SeekTarget::End => p.next_offset(),
             SeekTarget::Time(ms) => p.first_at_or_after(ms),
@@ -102,7 +102,7 @@ impl State {
             self.release_group_leases(qid, gid);
             let q = self.queues.get_mut(&qid).expect("listed above");
             q.groups[gid as usize].seed_from_ms = Some(from_ms);
-            for p in &mut q.partitions {
+            for p in q.partitions_mut() {
                 let to = p.first_at_or_after(from_ms).max(p.base);
                 if let Some(Some(c)) = p.cursors.get_mut(gid as usize) {
                     c.reset_to(to);

@@ -21,7 +21,7 @@ impl State {
     pub(crate) fn lease_release(&mut self, lease_id: &str, claim: (u32, u32, u32)) {
         let (qid, pidx, gid) = claim;
         if let Some(q) = self.queues.get_mut(&qid) {
-            if let Some(c) = q.partitions.get_mut(pidx as usize).and_then(|p| p.cursor_mut(gid)) {
+            if let Some(c) = q.partition_mut(pidx).and_then(|p| p.cursor_mut(gid)) {
                 if c.lease.as_ref().is_some_and(|l| l.id == lease_id) {
                     c.lease = None;
                 }
@@ -50,7 +50,7 @@ impl State {
             if let Some(e) = self.leases.remove(&id) {
                 for (qid, pidx, gid) in e.claims {
                     let Some(q) = self.queues.get_mut(&qid) else { continue };
-                    if let Some(c) = q.partitions.get_mut(pidx as usize).and_then(|p| p.cursor_mut(gid)) {
+                    if let Some(c) = q.partition_mut(pidx).and_then(|p| p.cursor_mut(gid)) {
                         if c.lease.as_ref().is_some_and(|l| l.id == id) {
                             c.lease = None;
                         }
@@ -75,7 +75,7 @@ impl State {
             let slot = self
                 .queues
                 .get_mut(&qid)
-                .and_then(|q| q.partitions.get_mut(pidx as usize))
+                .and_then(|q| q.partition_mut(pidx))
                 .and_then(|p| p.cursor_mut(gid))
                 .and_then(|c| c.lease.as_mut())
                 .filter(|l| l.id == lease_id && l.is_live(now));

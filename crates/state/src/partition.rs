@@ -82,7 +82,7 @@ impl Hasher for PreHashed {
 /// Transaction-id hash to offset.
 pub type TxnIndex = HashMap<TxnKey, u64, BuildHasherDefault<PreHashed>>;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Partition {
     pub id: u64,
     pub name: String,
@@ -100,6 +100,28 @@ pub struct Partition {
     pub cursors: Vec<Option<Cursor>>,
     pub created_ms: u64,
     pub last_write_ms: u64,
+}
+
+/// A copy keeps the message deque's spare room. Partitions are shared with
+/// a snapshot being encoded (`Arc`), and the next write to a shared one
+/// copies it (`Arc::make_mut`) to push at once: a copy sized to its content
+/// would be copied again by that push's growth.
+impl Clone for Partition {
+    fn clone(&self) -> Self {
+        let mut msgs = VecDeque::with_capacity(self.msgs.capacity());
+        msgs.extend(self.msgs.iter().copied());
+        Partition {
+            id: self.id,
+            name: self.name.clone(),
+            base: self.base,
+            msgs,
+            txn_index: self.txn_index.clone(),
+            txn_forgotten: self.txn_forgotten,
+            cursors: self.cursors.clone(),
+            created_ms: self.created_ms,
+            last_write_ms: self.last_write_ms,
+        }
+    }
 }
 
 impl Partition {

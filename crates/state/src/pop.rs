@@ -189,7 +189,7 @@ struct Claiming {
 fn claim_partition(q: &mut Queue, pidx: u32, how: &Claiming, cmd: &PopCmd) -> Option<Claim> {
     let (gid, now) = (how.gid, how.now);
     let seed = q.seed_for(gid, pidx);
-    let p = &mut q.partitions[pidx as usize];
+    let p = q.partition_mut(pidx).expect("a claimed partition exists");
     let c = p.ensure_cursor(gid, seed).clone();
     if c.live_lease(now).is_some() || c.next >= p.next_offset() {
         return None;
@@ -223,7 +223,8 @@ fn claim_partition(q: &mut Queue, pidx: u32, how: &Claiming, cmd: &PopCmd) -> Op
             duration_ms: how.lease_ms,
         });
     }
-    Some(Claim { queue: q.name.clone(), partition: p.name.clone(), partition_id: p.id, messages })
+    let (partition, partition_id) = (p.name.clone(), p.id);
+    Some(Claim { queue: q.name.clone(), partition, partition_id, messages })
 }
 
 impl State {

@@ -7,6 +7,7 @@ use crate::options::QueueOptions;
 use crate::outcome::{PushResult, PushStatus};
 use crate::partition::{MsgMeta, Partition};
 use crate::state::State;
+use std::sync::Arc;
 
 /// Transaction ids are remembered at least this long, so late acks still
 /// resolve even on a queue with a short dedup window.
@@ -24,7 +25,7 @@ impl State {
             let q = self.queues.get_mut(&qid).expect("just created");
             let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
             let keep_ms = window_ms.max(TXN_MEMORY_MS_MIN);
-            let p = &mut q.partitions[pidx as usize];
+            let p = q.partition_mut(pidx).expect("just created");
             p.forget_txns_before(now.saturating_sub(keep_ms));
             let hash = txn_hash(&item.transaction_id);
             let in_request = this_entry.contains(&(p.id, hash));
@@ -90,7 +91,7 @@ impl State {
         let hash = txn_hash(&item.transaction_id);
         let q = self.queues.get_mut(&qid).expect("just created");
         q.kept += 1;
-        let p = &mut q.partitions[pidx as usize];
+        let p = q.partition_mut(pidx).expect("just created");
         let offset = p.push_meta(MsgMeta::new(pos, len, now, hash));
         p.last_write_ms = now;
         let partition_id = p.id;
@@ -108,7 +109,7 @@ impl State {
             return (q.id, i);
         }
         let idx = q.partitions.len() as u32;
-        q.partitions.push(Partition::new(next_pid, partition.to_string(), now));
+        q.partitions.push(Arc::new(Partition::new(next_pid, partition.to_string(), now)));
         q.partition_index.insert(partition.to_string(), idx);
         let qid = q.id;
         self.partition_ids.insert(next_pid, (qid, idx));

@@ -2,6 +2,7 @@
 //! its dead-letter list.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::hash::FastMap;
 
@@ -53,7 +54,7 @@ pub struct Queue {
     pub namespace: Option<String>,
     pub task: Option<String>,
     pub options: QueueOptions,
-    pub partitions: Vec<Partition>,
+    pub partitions: Vec<Arc<Partition>>,
     pub partition_index: FastMap<String, u32>,
     pub groups: Vec<Group>,
     pub group_index: FastMap<String, u32>,
@@ -80,6 +81,19 @@ impl Queue {
             created_ms: now_ms,
             kept: 0,
         }
+    }
+
+    /// A partition to change. Partitions may be shared with a snapshot
+    /// being encoded, and every write goes through here (or
+    /// [`Queue::partitions_mut`]): a shared partition is copied first
+    /// (`Arc::make_mut`), so the snapshot keeps what it took.
+    pub fn partition_mut(&mut self, pidx: u32) -> Option<&mut Partition> {
+        self.partitions.get_mut(pidx as usize).map(Arc::make_mut)
+    }
+
+    /// Every partition, to change (see [`Queue::partition_mut`]).
+    pub fn partitions_mut(&mut self) -> impl Iterator<Item = &mut Partition> {
+        self.partitions.iter_mut().map(Arc::make_mut)
     }
 
     pub fn partition_by_name(&self, name: &str) -> Option<u32> {
@@ -109,7 +123,7 @@ impl Queue {
         self.groups.push(group);
         self.group_index.insert(name.to_string(), gid);
         if sub == Subscription::New {
-            for p in &mut self.partitions {
+            for p in self.partitions_mut() {
                 let end = p.next_offset();
                 p.ensure_cursor(gid, end);
             }

@@ -538,7 +538,7 @@ pub fn queue_summary(q: &Queue, now_ms: u64) -> QueueSummary {
         partitions: q.partitions.len() as u64,
         counts: view.totals(),
         depth: (0..q.partitions.len() as u32).map(|i| depth(q, i)).sum(),
-        bytes: q.partitions.iter().map(kept_bytes).sum(),
+        bytes: q.partitions.iter().map(|p| kept_bytes(p)).sum(),
         dlq_rows: q.dlq.len() as u64,
         groups: groups(q).count() as u64,
         last_write_ms: q.partitions.iter().map(|p| p.last_write_ms).max(),

@@ -107,8 +107,29 @@ proptest! {
         // Map iteration order may differ in the encoding; the states may not.
         prop_assert!(a == b, "replayed and restored states differ");
         prop_assert!(a == State::decode(&a.encode()).unwrap());
-        // A snapshot's buffer is allocated at this length, once.
-        prop_assert_eq!(a.encoded_len(), a.encode().len());
+    }
+
+    /// A snapshot encodes a copy of the state taken under the lock, after
+    /// which applying goes on: partitions are shared with the copy and
+    /// copied on their next write. Whatever is applied after the copy, it
+    /// still encodes the state at the moment it was taken.
+    #[test]
+    fn a_copy_keeps_the_state_it_was_taken_at(cmds in prop::collection::vec(command(), 1..80), cut in 0usize..80) {
+        let mut now = 1_000_000u64;
+        let mut live = State::new();
+        let mut copy = None;
+        for (i, (dt, command)) in cmds.into_iter().enumerate() {
+            if i == cut {
+                copy = Some((live.clone(), live.encode()));
+            }
+            now += dt;
+            live.apply(&Entry { now_ms: now, command });
+        }
+        if let Some((copy, encoded_then)) = copy {
+            prop_assert_eq!(copy.encoded_len(), encoded_then.len());
+            prop_assert!(copy.encode() == encoded_then, "a copy changed as the state it was taken from went on");
+        }
+        prop_assert_eq!(live.encoded_len(), live.encode().len());
     }
 }
 
@@ -122,4 +143,21 @@ fn a_snapshot_whose_state_breaks_an_invariant_is_refused() {
     h.state.partition_ids.clear();
     let Err(err) = State::decode(&h.state.encode()) else { panic!("a broken state was accepted") };
     assert!(err.contains("invariant"), "{err}");
+}
+
+/// A snapshot copies the state (sharing partitions) where messages
+/// outnumber everything else it would have to copy, and encodes it in
+/// place where partitions hold a message or two each.
+#[test]
+fn a_snapshot_copies_the_state_only_where_messages_outnumber_rows() {
+    let mut few_partitions = support::Harness::new();
+    for i in 0..40 {
+        few_partitions.push("q", "P", &format!("t{i}"));
+    }
+    assert!(few_partitions.state.copy_is_cheaper(), "40 messages in one partition");
+    let mut many_partitions = support::Harness::new();
+    for i in 0..40 {
+        many_partitions.push("q", &format!("P{i}"), "t");
+    }
+    assert!(!many_partitions.state.copy_is_cheaper(), "one message in each of 40 partitions");
 }

@@ -96,7 +96,7 @@ impl State {
         }
         let name = q.partitions[pidx as usize].name.clone();
         let Some(&gid) = q.group_index.get(group) else { return (ClaimStatus::Missing, name, None) };
-        let p = &mut q.partitions[pidx as usize];
+        let p = q.partition_mut(pidx).expect("checked above");
         let end = p.next_offset();
         let Some(c) = p.cursor_mut(gid) else { return (ClaimStatus::Missing, name, None) };
         if c.live_lease(now).is_some() {

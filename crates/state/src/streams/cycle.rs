@@ -216,7 +216,7 @@ impl State {
     fn commit_cycle_ack(&mut self, plan: AckPlan) -> super::cycle::CycleAckResult {
         let (qid, pidx, gid) = plan.slot;
         if let Some(to) = plan.commit_to {
-            let c = self.queues.get_mut(&qid).and_then(|q| q.partitions[pidx as usize].cursor_mut(gid));
+            let c = self.queues.get_mut(&qid).and_then(|q| q.partition_mut(pidx).and_then(|p| p.cursor_mut(gid)));
             if let Some(c) = c {
                 c.commit_to(to);
             }
