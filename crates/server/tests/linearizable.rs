@@ -191,10 +191,25 @@ fn versioned(result: &Value) -> Option<Versioned> {
     (version > 0).then(|| (result["value"].to_string(), version))
 }
 
+/// How often a read refused with 503 is sent again: a leader that cannot
+/// confirm its lead in time (a loaded machine delays its heartbeats)
+/// refuses a read with `no_quorum`, and a read that was refused changed
+/// nothing, so a client may simply ask again. Writes are never resent.
+const READ_TRIES: u32 = 8;
+
 async fn post_one(c: &reqwest::Client, url: &str, op: Value) -> Value {
-    let (status, v) = support::post_json(c, url, &json!({ "operations": [op] })).await;
-    assert_eq!(status, 200, "{url} answered {status}: {v}");
-    v["results"][0].clone()
+    let read = op["op"] == "get";
+    let mut tries = 0;
+    loop {
+        let (status, v) = support::post_json(c, url, &json!({ "operations": [op.clone()] })).await;
+        tries += 1;
+        if read && status == 503 && tries < READ_TRIES {
+            tokio::time::sleep(Duration::from_millis(50 * u64::from(tries))).await;
+            continue;
+        }
+        assert_eq!(status, 200, "{url} answered {status} (try {tries}): {v}");
+        return v["results"][0].clone();
+    }
 }
 
 struct Client {
