@@ -133,3 +133,17 @@ fn ids_that_are_not_plain_names_are_refused() {
     assert!(store.save("", b"", b"").is_err());
     assert!(snap_files(dir.path()).is_empty());
 }
+
+/// The file written in parts (head, data, checksum) is exactly the one
+/// encoded whole, which backups carry and `decode` reads.
+#[test]
+fn a_saved_file_is_the_encoded_form() {
+    let dir = fast_tempdir();
+    let store = SnapshotStore::open(dir.path()).expect("open");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    store.save("0007", b"the meta", &data).expect("save");
+    let on_disk = fs::read(dir.path().join("snapshot-0007.snap")).expect("read");
+    assert_eq!(on_disk, regina_storage::snapshot::encode(b"the meta", &data).expect("encode"));
+    assert_eq!(regina_storage::snapshot::decode(&on_disk).expect("decode"), (b"the meta".to_vec(), data.clone()));
+    assert_eq!(store.load_latest().expect("load"), Some((b"the meta".to_vec(), data)));
+}
