@@ -423,6 +423,29 @@ mod tests {
         gate.handed()
     }
 
+    /// Hands the WAL an append (or a marker, if not `append`) whose callback
+    /// calls `first`, then goes on for a while before it counts itself in
+    /// the answer: a callback that does something after its wake-up.
+    fn slow_append(
+        gate: &Gate,
+        wal: &Wal,
+        append: bool,
+        first: impl FnOnce(&Result<Vec<regina_storage::RecordPos>, regina_storage::WalError>) + Send + 'static,
+    ) -> Arc<AtomicUsize> {
+        let after = Arc::new(AtomicUsize::new(0));
+        gate.submit(Sub { append, bytes: 0 });
+        let a = after.clone();
+        wal.append(
+            vec![b"slow".to_vec()],
+            Box::new(move |r| {
+                first(&r);
+                std::thread::sleep(Duration::from_millis(50));
+                a.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        after
+    }
+
     #[test]
     fn appends_queued_behind_a_batch_make_the_next_batch_together() {
         let joint = Arc::new(AtomicU64::new(0));
@@ -454,18 +477,11 @@ mod tests {
     fn a_batch_is_complete_only_once_its_callbacks_have_returned() {
         let gate = Gate::new(1, Arc::default(), Rng::new(3));
         let (_dir, wal, woken) = wal(&gate);
-        let after = Arc::new(AtomicUsize::new(0));
-        gate.submit(Sub { append: true, bytes: 0 });
-        let (w, a) = (woken.clone(), after.clone());
-        wal.append(
-            vec![b"group 0".to_vec()],
-            Box::new(move |r| {
-                assert!(r.is_ok(), "{r:?}");
-                w.fetch_add(1, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(50));
-                a.fetch_add(1, Ordering::SeqCst);
-            }),
-        );
+        let w = woken.clone();
+        let after = slow_append(&gate, &wal, true, move |r| {
+            assert!(r.is_ok(), "{r:?}");
+            w.fetch_add(1, Ordering::SeqCst);
+        });
         assert!(gate.handed());
         gate.complete(&|| woken.load(Ordering::SeqCst), true);
         assert_eq!(after.load(Ordering::SeqCst), 1, "the runtime went on while a callback still ran");
@@ -481,17 +497,7 @@ mod tests {
     fn a_failed_marker_batch_is_complete_only_once_the_log_is_poisoned() {
         let gate = Gate::new(1, Arc::default(), Rng::new(4));
         let (_dir, wal, _) = wal(&gate);
-        let after = Arc::new(AtomicUsize::new(0));
-        gate.submit(Sub { append: false, bytes: 0 });
-        let a = after.clone();
-        wal.append(
-            vec![b"a marker".to_vec()],
-            Box::new(move |r| {
-                assert!(r.is_err(), "a crashed disk made it durable");
-                std::thread::sleep(Duration::from_millis(50));
-                a.fetch_add(1, Ordering::SeqCst);
-            }),
-        );
+        let after = slow_append(&gate, &wal, false, |r| assert!(r.is_err(), "a crashed disk made it durable"));
         assert!(gate.handed());
         gate.crash_at_next(IoCall::Write);
         gate.complete_markers();
