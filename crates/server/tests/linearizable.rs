@@ -191,11 +191,14 @@ fn versioned(result: &Value) -> Option<Versioned> {
     (version > 0).then(|| (result["value"].to_string(), version))
 }
 
-/// How often a read refused with 503 is sent again: a leader that cannot
+/// How often a refused operation is sent again. A leader that cannot
 /// confirm its lead in time (a loaded machine delays its heartbeats)
-/// refuses a read with `no_quorum`, and a read that was refused changed
-/// nothing, so a client may simply ask again. Writes are never resent.
-const READ_TRIES: u32 = 8;
+/// refuses with 503 `no_quorum` before the handler runs (the read index
+/// comes first, for KV and locks alike), and a group between leaders with
+/// 503 `no_leader`: both say nothing was read or written, so a client may
+/// simply send it again. A read is sent again after any 503; a write never
+/// after `outcome_unknown`, which may have been applied.
+const TRIES: u32 = 8;
 
 async fn post_one(c: &reqwest::Client, url: &str, op: Value) -> Value {
     let read = op["op"] == "get";
@@ -203,7 +206,8 @@ async fn post_one(c: &reqwest::Client, url: &str, op: Value) -> Value {
     loop {
         let (status, v) = support::post_json(c, url, &json!({ "operations": [op.clone()] })).await;
         tries += 1;
-        if read && status == 503 && tries < READ_TRIES {
+        let nothing_done = read || v["code"] == "no_quorum" || v["code"] == "no_leader";
+        if status == 503 && nothing_done && tries < TRIES {
             tokio::time::sleep(Duration::from_millis(50 * u64::from(tries))).await;
             continue;
         }
