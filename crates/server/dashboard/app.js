@@ -96,16 +96,26 @@ function button(action, label, data, cls = "") {
   return html(buttonHtml(action, label, data, cls));
 }
 
-/// A Grid.js table in `container`, re-rendered only when its rows change.
+/// Least time between two renders of one table. Grid.js (6.2) renders
+/// asynchronously, and a render started while the last one still runs
+/// fails inside the library ("Cannot read properties of undefined (reading
+/// 'length')", its issue 1484), leaving the table empty.
+const RENDER_GAP_MS = 300;
+
+/// A Grid.js table in `container`, re-rendered only when its rows change,
+/// and at most once per `RENDER_GAP_MS` (with the latest rows).
 class Table {
   constructor(container, columns, { limit = 50, search = false } = {}) {
     this.container = container;
     this.columns = columns;
     this.key = null;
+    this.rows = [];
+    this.timer = null;
     // Rows are arrays: each column gets an id of its own, whatever its title.
     const cols = columns.map((c, i) => ({ id: `c${i}`, name: c, sort: c !== "" }));
     this.grid = new Grid({ columns: cols, data: [], sort: true, search, pagination: { limit }, autoWidth: false });
     this.grid.render(container);
+    this.renderedAt = Date.now();
   }
 
   set(rows) {
@@ -113,8 +123,15 @@ class Table {
     const key = JSON.stringify(rows);
     if (key === this.key) return;
     this.key = key;
-    this.container.dataset.rows = String(rows.length);
-    this.grid.updateConfig({ data: rows }).forceRender();
+    this.rows = rows;
+    if (this.timer !== null) return;
+    const wait = Math.max(0, this.renderedAt + RENDER_GAP_MS - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.renderedAt = Date.now();
+      this.container.dataset.rows = String(this.rows.length);
+      this.grid.updateConfig({ data: this.rows }).forceRender();
+    }, wait);
   }
 }
 
