@@ -133,7 +133,7 @@ fn check_id(id: &str) -> io::Result<()> {
 /// beside the one the state was encoded into.
 fn write_file(io: &dyn Io, path: &Path, meta: &[u8], data: &[u8]) -> io::Result<()> {
     let head = head(meta, data.len())?;
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&head), data);
+    let crc = checksum(&head, data);
     // Readable too: a simulated disk reads what a write replaces.
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
     io.write_at(&file, &head, 0)?;
@@ -159,11 +159,16 @@ fn head(meta: &[u8], data_len: usize) -> io::Result<Vec<u8>> {
 /// [`decode`] reads (backups carry snapshots in this form).
 pub fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
     let mut out = head(meta, data.len())?;
+    let crc = checksum(&out, data);
     out.reserve_exact(data.len() + 4);
     out.extend_from_slice(data);
-    let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
+}
+
+/// The checksum a snapshot file ends with: over every byte before it.
+fn checksum(head: &[u8], data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(head), data)
 }
 
 /// Parses a snapshot file, or says why it is not one.
