@@ -26,7 +26,8 @@ use regina_state::options::TimerPolicyPatch;
 use regina_state::streams::{RegisterCmd, StreamCmd};
 use regina_state::timers::TimerOp;
 use regina_state::traces::TraceEvent;
-use regina_state::{BodyRecord, Command, Entry, State};
+use regina_state::outcome::PushStatus;
+use regina_state::{BodyRecord, Command, Entry, Outcome, State};
 use regina_storage::{RealIo, SnapshotStore, Wal, WalOptions};
 
 /// Compares `bytes` with fixture `name`, or writes it when asked to.
@@ -229,6 +230,25 @@ fn a_state_snapshot() {
     let back = State::decode(&fixture("state-snapshot.bin")).unwrap();
     back.check_invariants().unwrap();
     assert_eq!(back.encode(), state.encode());
+}
+
+#[test]
+fn a_state_snapshot_that_stored_a_transaction_id_index_still_opens() {
+    // Written when snapshots stored each partition's transaction-id index
+    // (one partition of ten messages, t0..t9, has one); indexes are now
+    // rebuilt from the messages instead.
+    let old = fixture("state-snapshot-indexed.bin");
+    let mut state = State::decode(&old).unwrap();
+    state.check_invariants().unwrap();
+    assert_eq!(state.message_count(), 10);
+    assert!(state.encode().len() < old.len(), "the index is no longer stored");
+    let q = state.queue("orders").unwrap();
+    assert!(q.txn_indexes.get(0).is_some(), "decoding rebuilt the index");
+    let now_ms = 1_700_000_000_001;
+    let pushed = state.apply(&Entry { now_ms, command: Command::Push(PushCmd { items: vec![item("t3"), item("t10")] }) });
+    let Outcome::Push(results) = pushed.outcome else { panic!("{pushed:?}") };
+    assert_eq!((results[0].status, results[0].offset), (PushStatus::Duplicate, 3));
+    assert_eq!((results[1].status, results[1].offset), (PushStatus::Queued, 10));
 }
 
 #[test]

@@ -100,7 +100,7 @@ impl State {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };
         let lease_range = c.live_lease(now).map(|l| l.start..l.end).unwrap_or(0..0);
-        let Some(offset) = p.find_txn(txn_hash(&item.transaction_id), lease_range) else {
+        let Some(offset) = p.find_txn(q.txn_indexes.get(pidx), txn_hash(&item.transaction_id), lease_range) else {
             return AckResult::refused(ERR_UNRESOLVABLE);
         };
         if offset < c.next {

@@ -87,9 +87,9 @@ impl State {
                 if floor.min(leased_floor) <= p.base {
                     continue;
                 }
-                let p = q.partition_mut(pidx).expect("in range");
+                let (p, index) = q.partition_and_index_mut(pidx).expect("in range");
                 let before = p.msgs.len() as u64;
-                p.drop_before(floor.min(leased_floor));
+                p.drop_before(index, floor.min(leased_floor));
                 dropped += before - p.msgs.len() as u64;
             }
             q.kept -= dropped;

@@ -17,6 +17,7 @@
 //! - [`outcome`]: what applying it answers.
 //! - [`options`]: queue options and their defaults.
 //! - [`partition`], [`cursor`], [`queue`]: the data.
+//! - [`txn_index`]: the transaction-id indexes, a cache kept beside it.
 //! - [`push`], [`pop`], [`ack`], [`lease`], [`admin`]: the transitions.
 //! - [`txn`]: a step of acks, pushes and KV riders committed as one.
 //! - [`kv`], [`kv_apply`]: the key/value store and a KV call judged as one.
@@ -40,6 +41,7 @@ pub mod lease;
 pub mod locks;
 pub mod options;
 pub mod outcome;
+pub mod msg_table;
 pub mod partition;
 pub mod pop;
 pub mod push;
@@ -52,6 +54,7 @@ pub mod timer_fire;
 pub mod timers;
 pub mod traces;
 pub mod txn;
+pub mod txn_index;
 pub mod views;
 
 pub use body::{BodyRecord, BodyWrite, Unreadable};

@@ -6,6 +6,7 @@ use crate::hash::{txn_hash, FastSet};
 use crate::options::QueueOptions;
 use crate::outcome::{PushResult, PushStatus};
 use crate::partition::{MsgMeta, Partition};
+use crate::txn_index::TxnIndex;
 use crate::state::State;
 use std::sync::Arc;
 
@@ -25,11 +26,12 @@ impl State {
             let q = self.queues.get_mut(&qid).expect("just created");
             let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
             let keep_ms = window_ms.max(TXN_MEMORY_MS_MIN);
-            let p = q.partition_mut(pidx).expect("just created");
-            p.forget_txns_before(now.saturating_sub(keep_ms));
+            let (p, index) = q.partition_and_index_mut(pidx).expect("just created");
+            p.forget_txns_before(index, now.saturating_sub(keep_ms));
+            let (p, index) = q.partition_with_index(pidx).expect("just created");
             let hash = txn_hash(&item.transaction_id);
             let in_request = this_entry.contains(&(p.id, hash));
-            if let Some(dup) = duplicate_of(p, hash, now, window_ms, in_request) {
+            if let Some(dup) = duplicate_of(p, index, hash, now, window_ms, in_request) {
                 results.push(dup);
                 continue;
             }
@@ -68,8 +70,8 @@ impl State {
         let q = self.queue(&item.queue)?;
         let pidx = q.partition_by_name(&item.partition)?;
         let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
-        let p = &q.partitions[pidx as usize];
-        duplicate_of(p, txn_hash(&item.transaction_id), self.now_ms, window_ms, false).map(|d| d.offset)
+        let (p, index) = q.partition_with_index(pidx)?;
+        duplicate_of(p, index, txn_hash(&item.transaction_id), self.now_ms, window_ms, false).map(|d| d.offset)
     }
 
     /// Stores one message at the end of its partition, without a dedup
@@ -91,8 +93,8 @@ impl State {
         let hash = txn_hash(&item.transaction_id);
         let q = self.queues.get_mut(&qid).expect("just created");
         q.kept += 1;
+        let offset = q.push_meta(pidx, MsgMeta::new(pos, len, now, hash));
         let p = q.partition_mut(pidx).expect("just created");
-        let offset = p.push_meta(MsgMeta::new(pos, len, now, hash));
         p.last_write_ms = now;
         let partition_id = p.id;
         q.mark_ready(pidx);
@@ -120,8 +122,15 @@ impl State {
 
 /// The answer for a transaction id already stored, if it still counts as a
 /// duplicate: within the window, or pushed in this same entry.
-fn duplicate_of(p: &Partition, hash: u128, now: u64, window_ms: u64, in_request: bool) -> Option<PushResult> {
-    let offset = p.remembered_txn(hash)?;
+fn duplicate_of(
+    p: &Partition,
+    index: Option<&TxnIndex>,
+    hash: u128,
+    now: u64,
+    window_ms: u64,
+    in_request: bool,
+) -> Option<PushResult> {
+    let offset = p.remembered_txn(index, hash)?;
     let meta = p.meta(offset)?;
     if !in_request && meta.created_ms.saturating_add(window_ms) <= now {
         return None;

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::Subscription;
 use crate::options::QueueOptions;
-use crate::partition::Partition;
+use crate::partition::{MsgMeta, Partition};
+use crate::txn_index::{TxnIndex, TxnIndexes};
 
 /// A consumer group's registration on one queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +64,10 @@ pub struct Queue {
     /// Messages kept across partitions (what `maxSize` bounds).
     #[serde(default)]
     pub kept: u64,
+    /// The partitions' transaction-id indexes: a cache, neither copied nor
+    /// stored ([`crate::txn_index`]).
+    #[serde(skip)]
+    pub txn_indexes: TxnIndexes,
 }
 
 impl Queue {
@@ -80,7 +85,35 @@ impl Queue {
             dlq: Vec::new(),
             created_ms: now_ms,
             kept: 0,
+            txn_indexes: TxnIndexes::default(),
         }
+    }
+
+    /// Partition `pidx` with its transaction-id index, if it has one.
+    pub fn partition_with_index(&self, pidx: u32) -> Option<(&Partition, Option<&TxnIndex>)> {
+        let p = self.partitions.get(pidx as usize)?;
+        Some((p, self.txn_indexes.get(pidx)))
+    }
+
+    /// Partition `pidx` to change (see [`Queue::partition_mut`]), with its
+    /// transaction-id index if it has one.
+    pub fn partition_and_index_mut(&mut self, pidx: u32) -> Option<(&mut Partition, Option<&mut TxnIndex>)> {
+        let p = self.partitions.get_mut(pidx as usize).map(Arc::make_mut)?;
+        Some((p, self.txn_indexes.get_mut(pidx)))
+    }
+
+    /// Appends a message's metadata to partition `pidx` and remembers its
+    /// transaction id; returns its offset.
+    pub fn push_meta(&mut self, pidx: u32, meta: MsgMeta) -> u64 {
+        let p = Arc::make_mut(&mut self.partitions[pidx as usize]);
+        let offset = p.push_meta(meta);
+        self.txn_indexes.appended(pidx, p, offset);
+        offset
+    }
+
+    /// Builds every partition's index that wants one: after decoding.
+    pub fn rebuild_txn_indexes(&mut self) {
+        self.txn_indexes.rebuild(self.partitions.iter().map(|p| p.as_ref()));
     }
 
     /// A partition to change. Partitions may be shared with a snapshot

@@ -232,7 +232,10 @@ impl State {
     /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
         if let Some(body) = bytes.strip_prefix(crate::state_v5::FORMAT.as_slice()) {
-            return crate::state_v5::decode(body);
+            return crate::state_v5::decode(body).map(|mut state| {
+                state.rebuild_txn_indexes();
+                state
+            });
         }
         let Some(body) = bytes.strip_prefix(STATE_FORMAT.as_slice()) else {
             return Err(format!(
@@ -241,11 +244,23 @@ impl State {
                 String::from_utf8_lossy(STATE_FORMAT)
             ));
         };
-        let state: State = bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+        let mut state: State = bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+        state.rebuild_txn_indexes();
         // A snapshot read at recovery or sent by a leader is checked before
         // anything is served from it.
         state.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
         Ok(state)
+    }
+
+    /// Builds the transaction-id indexes of every queue, this state's and
+    /// its tenants': a decoded state has none ([`crate::txn_index`]).
+    fn rebuild_txn_indexes(&mut self) {
+        for q in self.queues.values_mut() {
+            q.rebuild_txn_indexes();
+        }
+        for t in self.tenants.values_mut() {
+            t.rebuild_txn_indexes();
+        }
     }
 
     /// Total messages kept, across queues.

@@ -276,8 +276,8 @@ pub struct Located {
 /// caller confirms the id against the body it reads).
 pub fn locate(state: &State, partition_id: u64, transaction_id: &str) -> Option<Located> {
     let &(queue_id, pidx) = state.partition_ids.get(&partition_id)?;
-    let p = state.queues.get(&queue_id)?.partitions.get(pidx as usize)?;
-    let offset = p.find_txn(txn_hash(transaction_id), p.base..p.next_offset())?;
+    let (p, index) = state.queues.get(&queue_id)?.partition_with_index(pidx)?;
+    let offset = p.find_txn(index, txn_hash(transaction_id), p.base..p.next_offset())?;
     let meta = *p.meta(offset)?;
     Some(Located { queue_id, pidx, offset, meta })
 }

@@ -1,0 +1,237 @@
+//! The transaction-id indexes of a queue's partitions: hash of a message's
+//! transaction id to its newest remembered offset, for dedup and for
+//! resolving an ack.
+//!
+//! An index is a cache over its partition's message table, not state: it is
+//! kept beside the partitions ([`TxnIndexes`]), never copied and never
+//! stored. A partition shared with a snapshot (`Arc`) is copied on its next
+//! write, and an index inside it made that copy more than twice as large;
+//! a snapshot stored every index too. Now a copy of the state (a snapshot's)
+//! starts without indexes, lookups there scan the messages, and a decoded
+//! state rebuilds its indexes in one pass ([`TxnIndexes::rebuild`]).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::hash::FastMap;
+use crate::partition::Partition;
+
+/// A transaction-id hash as two words: a `u128` would align `MsgMeta` to
+/// 16 bytes and cost 8 more per message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnKey([u64; 2]);
+
+impl std::hash::Hash for TxnKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Already a hash: one word is plenty for a table.
+        state.write_u64(self.0[0]);
+    }
+}
+
+impl From<u128> for TxnKey {
+    fn from(h: u128) -> Self {
+        TxnKey([h as u64, (h >> 64) as u64])
+    }
+}
+
+impl From<TxnKey> for u128 {
+    fn from(k: TxnKey) -> Self {
+        (k.0[0] as u128) | ((k.0[1] as u128) << 64)
+    }
+}
+
+/// Hashes a [`TxnKey`], which is already a hash: SipHash over these keys
+/// was a measurable share of push time.
+#[derive(Default)]
+pub struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached by `TxnKey`; correct for anything else all the same.
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Transaction-id hash to offset.
+pub type TxnIndex = HashMap<TxnKey, u64, BuildHasherDefault<PreHashed>>;
+
+/// The indexes of one queue's partitions, by partition index; a partition
+/// has one from [`crate::partition::INDEX_FROM`] messages on (below that a
+/// lookup scans, which is cheaper than a table).
+///
+/// A clone is empty and every clone is equal: the indexes are a cache that
+/// a copy of the state (a snapshot being encoded) neither needs nor should
+/// pay for. Where a partition that wants an index has none, lookups scan and
+/// its next push builds it, so answers never depend on the cache.
+#[derive(Default)]
+pub struct TxnIndexes(FastMap<u32, TxnIndex>);
+
+impl Clone for TxnIndexes {
+    fn clone(&self) -> Self {
+        TxnIndexes::default()
+    }
+}
+
+impl PartialEq for TxnIndexes {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for TxnIndexes {}
+
+impl std::fmt::Debug for TxnIndexes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TxnIndexes({} built)", self.0.len())
+    }
+}
+
+impl TxnIndexes {
+    pub fn get(&self, pidx: u32) -> Option<&TxnIndex> {
+        self.0.get(&pidx)
+    }
+
+    pub fn get_mut(&mut self, pidx: u32) -> Option<&mut TxnIndex> {
+        self.0.get_mut(&pidx)
+    }
+
+    /// Notes the message `p` just stored at `offset`, building the
+    /// partition's index if it now wants one and has none.
+    pub fn appended(&mut self, pidx: u32, p: &Partition, offset: u64) {
+        if let Some(index) = self.0.get_mut(&pidx) {
+            let meta = p.meta(offset).expect("just appended");
+            index.insert(TxnKey::from(meta.txn()), offset);
+        } else if p.wants_txn_index() {
+            self.0.insert(pidx, p.build_txn_index());
+        }
+    }
+
+    /// Builds the index of every partition that wants one, in one pass
+    /// over the message tables: after a state is decoded, so that no
+    /// lookup scans a large partition.
+    pub fn rebuild<'a>(&mut self, partitions: impl Iterator<Item = &'a Partition>) {
+        self.0.clear();
+        for (pidx, p) in partitions.enumerate() {
+            if p.wants_txn_index() {
+                self.0.insert(pidx as u32, p.build_txn_index());
+            }
+        }
+    }
+}
+
+/// The place in a partition's encoding where format 6 kept its index
+/// (`Option<Box<TxnIndex>>`): written as `None`, so the format and its
+/// readers are unchanged; an index read from an older snapshot is dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetiredIndex;
+
+impl Serialize for RetiredIndex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_none()
+    }
+}
+
+impl<'de> Deserialize<'de> for RetiredIndex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Option::<TxnIndex>::deserialize(d).map(|_| RetiredIndex)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::MsgMeta;
+
+    /// One partition with its index slot, driven by the same operations as
+    /// the queue's.
+    struct Lane {
+        p: Partition,
+        indexes: TxnIndexes,
+        /// Build the index from the first message (the reference).
+        eager: bool,
+    }
+
+    impl Lane {
+        fn new(eager: bool) -> Self {
+            Lane { p: Partition::new(1, "p".into(), 0), indexes: TxnIndexes::default(), eager }
+        }
+
+        fn push(&mut self, meta: MsgMeta) -> u64 {
+            let offset = self.p.push_meta(meta);
+            if self.eager && self.indexes.get(0).is_none() {
+                self.indexes.0.insert(0, self.p.build_txn_index());
+            } else {
+                self.indexes.appended(0, &self.p, offset);
+            }
+            offset
+        }
+    }
+
+    #[test]
+    fn scanning_indexing_and_cold_copies_remember_the_same_ids() {
+        for seed in 1..=40u64 {
+            let (mut small, mut reference) = (Lane::new(false), Lane::new(true));
+            let mut x = seed;
+            let mut rand = move |n: u64| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) % n
+            };
+            let mut now = 0;
+            for _ in 0..300 {
+                now += rand(3);
+                match rand(12) {
+                    0 => {
+                        let cutoff = now.saturating_sub(rand(20));
+                        small.p.forget_txns_before(small.indexes.get_mut(0), cutoff);
+                        reference.p.forget_txns_before(reference.indexes.get_mut(0), cutoff);
+                    }
+                    1 => {
+                        let to = small.p.base + rand(4);
+                        small.p.drop_before(small.indexes.get_mut(0), to);
+                        reference.p.drop_before(reference.indexes.get_mut(0), to);
+                    }
+                    // A copy of the state: the indexes start cold.
+                    2 => small.indexes = small.indexes.clone(),
+                    _ => {
+                        let meta = MsgMeta::new(now, 1, now, rand(12) as u128 * 0x1_0000_0001);
+                        assert_eq!(small.push(meta), reference.push(meta));
+                    }
+                }
+                for h in 0..12u128 {
+                    let h = h * 0x1_0000_0001;
+                    assert_eq!(
+                        small.p.remembered_txn(small.indexes.get(0), h),
+                        reference.p.remembered_txn(reference.indexes.get(0), h),
+                        "seed {seed}, hash {h}"
+                    );
+                }
+                let mut rebuilt = TxnIndexes::default();
+                rebuilt.rebuild(std::iter::once(&small.p));
+                if let (Some(built), Some(kept)) = (rebuilt.get(0), small.indexes.get(0)) {
+                    assert_eq!(built, kept, "seed {seed}: a rebuilt index differs from the kept one");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_retired_field_reads_an_old_index_and_writes_none() {
+        let mut old = TxnIndex::default();
+        old.insert(TxnKey::from(7u128), 3);
+        let old_bytes = bincode::serialize(&Some(Box::new(old))).unwrap();
+        let _: RetiredIndex = bincode::deserialize(&old_bytes).unwrap();
+        assert_eq!(bincode::serialize(&RetiredIndex).unwrap(), bincode::serialize(&None::<Box<TxnIndex>>).unwrap());
+    }
+}
