@@ -84,7 +84,9 @@ impl MsgTable {
     pub fn push_back(&mut self, meta: MsgMeta) {
         self.tail.push_back(meta);
         if self.tail.len() == CHUNK {
-            let full = std::mem::take(&mut self.tail);
+            // The next tail is a full chunk's size at once: grown from
+            // nothing by doubling it would be copied ten times per chunk.
+            let full = std::mem::replace(&mut self.tail, VecDeque::with_capacity(CHUNK));
             let chunk = Arc::new(Vec::from(full));
             match &mut self.sealed {
                 Some(s) => s.chunks.push_back(chunk),
