@@ -223,7 +223,10 @@ mod tests {
                 assert_eq!(table.get(i), reference.get(i), "round {round}, position {i}");
             }
             let cut = next * 10 / 2;
-            assert_eq!(table.partition_point(|m| m.created_ms < cut), reference.partition_point(|m| m.created_ms < cut));
+            assert_eq!(
+                table.partition_point(|m| m.created_ms < cut),
+                reference.partition_point(|m| m.created_ms < cut)
+            );
             if round % 500 == 0 {
                 assert!(table.iter().eq(reference.iter()));
                 let copy = table.clone();

@@ -6,8 +6,8 @@ use crate::hash::{txn_hash, FastSet};
 use crate::options::QueueOptions;
 use crate::outcome::{PushResult, PushStatus};
 use crate::partition::{MsgMeta, Partition};
-use crate::txn_index::TxnIndex;
 use crate::state::State;
+use crate::txn_index::TxnIndex;
 use std::sync::Arc;
 
 /// Transaction ids are remembered at least this long, so late acks still

@@ -190,7 +190,9 @@ impl State {
             return Ok(plan);
         }
         let range = lease.start.min(c.next)..lease.end;
-        let Some(offset) = p.find_txn(q.txn_indexes.get(pidx), txn_hash(&ack.transaction_id), range).filter(|o| *o < lease.end) else {
+        let Some(offset) =
+            p.find_txn(q.txn_indexes.get(pidx), txn_hash(&ack.transaction_id), range).filter(|o| *o < lease.end)
+        else {
             return Err(refused(
                 CycleRefusal::Unresolvable,
                 format!("the ack names {}, which lease {} does not hold", ack.transaction_id, ack.lease_id),
