@@ -107,7 +107,7 @@ impl Queue {
     pub fn push_meta(&mut self, pidx: u32, meta: MsgMeta) -> u64 {
         let p = Arc::make_mut(&mut self.partitions[pidx as usize]);
         let offset = p.push_meta(meta);
-        self.txn_indexes.appended(pidx, p, offset);
+        self.txn_indexes.appended(pidx, p, &meta, offset);
         offset
     }
 

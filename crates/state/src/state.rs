@@ -231,24 +231,23 @@ impl State {
     /// with a message rather than read: bincode has no field names, so an
     /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
-        if let Some(body) = bytes.strip_prefix(crate::state_v5::FORMAT.as_slice()) {
-            return crate::state_v5::decode(body).map(|mut state| {
-                state.rebuild_txn_indexes();
-                state
-            });
-        }
-        let Some(body) = bytes.strip_prefix(STATE_FORMAT.as_slice()) else {
-            return Err(format!(
-                "the snapshot's state is not in format {} (written by another Regina version); \
-                 this version cannot read it",
-                String::from_utf8_lossy(STATE_FORMAT)
-            ));
+        let mut state = if let Some(body) = bytes.strip_prefix(crate::state_v5::FORMAT.as_slice()) {
+            crate::state_v5::decode(body)?
+        } else {
+            let Some(body) = bytes.strip_prefix(STATE_FORMAT.as_slice()) else {
+                return Err(format!(
+                    "the snapshot's state is not in format {} (written by another Regina version); \
+                     this version cannot read it",
+                    String::from_utf8_lossy(STATE_FORMAT)
+                ));
+            };
+            let state: State = bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+            // A snapshot read at recovery or sent by a leader is checked
+            // before anything is served from it.
+            state.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
+            state
         };
-        let mut state: State = bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
         state.rebuild_txn_indexes();
-        // A snapshot read at recovery or sent by a leader is checked before
-        // anything is served from it.
-        state.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
         Ok(state)
     }
 

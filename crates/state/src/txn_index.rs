@@ -16,7 +16,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::hash::FastMap;
-use crate::partition::Partition;
+use crate::partition::{MsgMeta, Partition};
 
 /// A transaction-id hash as two words: a `u128` would align `MsgMeta` to
 /// 16 bytes and cost 8 more per message.
@@ -107,11 +107,10 @@ impl TxnIndexes {
         self.0.get_mut(&pidx)
     }
 
-    /// Notes the message `p` just stored at `offset`, building the
+    /// Notes `meta`, which `p` just stored at `offset`, building the
     /// partition's index if it now wants one and has none.
-    pub fn appended(&mut self, pidx: u32, p: &Partition, offset: u64) {
+    pub fn appended(&mut self, pidx: u32, p: &Partition, meta: &MsgMeta, offset: u64) {
         if let Some(index) = self.0.get_mut(&pidx) {
-            let meta = p.meta(offset).expect("just appended");
             index.insert(TxnKey::from(meta.txn()), offset);
         } else if p.wants_txn_index() {
             self.0.insert(pidx, p.build_txn_index());
@@ -152,7 +151,6 @@ impl<'de> Deserialize<'de> for RetiredIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::partition::MsgMeta;
 
     /// One partition with its index slot, driven by the same operations as
     /// the queue's.
@@ -173,7 +171,7 @@ mod tests {
             if self.eager && self.indexes.get(0).is_none() {
                 self.indexes.0.insert(0, self.p.build_txn_index());
             } else {
-                self.indexes.appended(0, &self.p, offset);
+                self.indexes.appended(0, &self.p, &meta, offset);
             }
             offset
         }
