@@ -205,10 +205,11 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // applying for seconds as messages piled up (7 s at 15 M messages in
         // 1,000 partitions). Elsewhere the copy would cost nearly what the
         // encode does, and a second copy of every row, so the encode holds
-        // the lock (`State::copy_is_cheaper`). How long the lock was held,
-        // and how long the encode took, are logged.
+        // the lock (`State::copy_is_cheaper`). A copy is encoded straight
+        // into the snapshot file, never whole in memory. How long the lock
+        // was held, and how long the save took, are logged.
         let shared = self.shared.clone();
-        let encoded = tokio::task::spawn_blocking(move || {
+        let taken = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
             let m = shared.machine.read();
             let seq = shared.snapshot_seq.fetch_add(1, Ordering::Relaxed);
@@ -218,47 +219,53 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 last_membership: m.membership.clone(),
                 snapshot_id: format!("{idx:020}-{seq:010}"),
             };
-            // Sized exactly: a buffer grown by doubling copied the encoding
-            // again at every step, and faulted in twice its size (fresh huge
-            // pages, zeroed by the kernel).
-            let encode = |state: &regina_state::State| state.encode_into(Vec::with_capacity(state.encoded_len()));
             let copied = m.state.copy_is_cheaper();
-            let (data, locked_ms) = if copied {
-                let state = m.state.clone();
-                drop(m);
-                let locked_ms = started.elapsed().as_millis() as u64;
-                (encode(&state), locked_ms)
+            let source = if copied {
+                SnapshotSource::Copy(Arc::new(m.state.clone()))
             } else {
-                let data = encode(&m.state);
-                drop(m);
-                (data, started.elapsed().as_millis() as u64)
+                // Sized exactly: a buffer grown by doubling copied the
+                // encoding again at every step.
+                SnapshotSource::Encoded(Arc::new(m.state.encode_into(Vec::with_capacity(m.state.encoded_len()))))
             };
-            let data = Arc::new(data);
-            let encode_ms = started.elapsed().as_millis() as u64 - locked_ms;
-            tracing::info!(bytes = data.len(), copied, locked_ms, encode_ms, "snapshot encoded");
-            (data, meta)
+            drop(m);
+            tracing::info!(copied, locked_ms = started.elapsed().as_millis() as u64, "snapshot taken");
+            (source, meta)
         });
-        let (data, meta) =
-            encoded.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
-        self.shared.snapshot_bytes.store(data.len() as u64, Ordering::Relaxed);
+        let (source, meta) =
+            taken.await.map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
         // A snapshot that finds no space waits for it: openraft builds it
         // apart from applying, and giving up would stop the group.
         let saving = std::time::Instant::now();
         until_space_is_there("save a snapshot", || {
-            let (shared, head, bytes) = (self.shared.clone(), meta.clone(), data.clone());
+            let (shared, head, source) = (self.shared.clone(), meta.clone(), source.clone());
             async move {
-                tokio::task::spawn_blocking(move || shared.save_snapshot(&head, &bytes))
+                tokio::task::spawn_blocking(move || shared.save_snapshot(&head, &source))
                     .await
                     .map_err(std::io::Error::other)?
             }
         })
         .await
         .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        // Written and fsynced: its writeback competes with the WAL's fsyncs.
-        tracing::info!(bytes = data.len(), save_ms = saving.elapsed().as_millis() as u64, "snapshot saved");
-        let data = Arc::try_unwrap(data).unwrap_or_else(|shared| shared.as_ref().clone());
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+        // Encoded (where copied), written and fsynced: its writeback
+        // competes with the WAL's fsyncs.
+        let bytes = self.shared.snapshot_bytes();
+        tracing::info!(bytes, save_ms = saving.elapsed().as_millis() as u64, "snapshot saved");
+        // openraft (0.9) keeps only the meta of a snapshot it had built;
+        // whoever needs the data (a follower's install, a backup) reads the
+        // file through `get_current_snapshot`. Reading it back here would
+        // cost what streaming it into the file saved.
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(Vec::new())) })
     }
+}
+
+/// What a snapshot saves: a copy of the state sharing its partitions,
+/// encoded into the file as it is written, or a state encoded under the
+/// lock ([`regina_state::State::copy_is_cheaper`]). Shared, so a save
+/// retried for lack of space starts again from the same state.
+#[derive(Clone)]
+enum SnapshotSource {
+    Copy(Arc<regina_state::State>),
+    Encoded(Arc<Vec<u8>>),
 }
 
 /// Runs `attempt` until it succeeds or fails for a reason other than lack
@@ -291,10 +298,27 @@ impl SharedState {
     /// written, or kept for lack of space, before their entry's lock was
     /// released; the log that could rewrite them is purged behind the
     /// snapshot), then saves the snapshot.
-    fn save_snapshot(&self, meta: &SnapshotMeta<NodeId, openraft::BasicNode>, data: &[u8]) -> std::io::Result<()> {
+    fn save_snapshot(
+        &self,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        source: &SnapshotSource,
+    ) -> std::io::Result<()> {
         self.bodies.sync_all()?;
         let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
-        self.snapshots.save(&meta.snapshot_id, &head, data)
+        let id = &meta.snapshot_id;
+        let data_len = match source {
+            SnapshotSource::Copy(state) => {
+                let data_len = state.encoded_len() as u64;
+                self.snapshots.save_streamed(id, &head, data_len, &mut |out| state.encode_to(out))?;
+                data_len
+            }
+            SnapshotSource::Encoded(data) => {
+                self.snapshots.save(id, &head, data)?;
+                data.len() as u64
+            }
+        };
+        self.snapshot_bytes.store(data_len, Ordering::Relaxed);
+        Ok(())
     }
 }
 

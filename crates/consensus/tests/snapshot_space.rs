@@ -20,14 +20,7 @@ use regina_storage::FaultyIo;
 
 fn leader_state() -> State {
     let mut state = State::new();
-    let item = PushItem {
-        queue: "orders".into(),
-        partition: "o-1".into(),
-        transaction_id: "t1".into(),
-        trace_id: None,
-        message_id: [1; 16],
-        payload: br#"{"n":1}"#.to_vec(),
-    };
+    let item = leader_state_item(1);
     state.apply(&Entry { now_ms: 1_700_000_000_000, command: Command::Push(PushCmd { items: vec![item] }) });
     state
 }
@@ -61,4 +54,54 @@ async fn installing_a_snapshot_on_a_full_disk_waits_for_space() {
     let again = StateMachineStore::open_with_io(dir.path(), Arc::new(FaultyIo::new())).unwrap();
     let machine = again.shared();
     assert_eq!(machine.machine.read().last_applied, Some(last), "the installed snapshot is on disk");
+}
+
+/// A snapshot of a copied state is encoded into its file as it is written;
+/// on a full disk the save is tried again from the same copy until space is
+/// back, and the file then holds the state at the moment it was taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn building_a_snapshot_on_a_full_disk_waits_for_space() {
+    use openraft::testing::log_id;
+    use openraft::{EntryPayload, RaftSnapshotBuilder};
+    use regina_consensus::types::RaftEntry;
+
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(FaultyIo::new());
+    let mut sm = StateMachineStore::open_with_io(dir.path(), io.clone()).unwrap();
+    let entries: Vec<RaftEntry> = (1..=60u64)
+        .map(|n| {
+            let mut item = leader_state_item(n);
+            item.partition = format!("o-{}", n % 2);
+            let entry = Entry { now_ms: 1_700_000_000_000 + n, command: Command::Push(PushCmd { items: vec![item] }) };
+            RaftEntry { log_id: log_id(1, 1, n), payload: EntryPayload::Normal(entry) }
+        })
+        .collect();
+    sm.apply(entries).await.unwrap();
+    let taken = sm.shared().machine.read().state.clone();
+    assert!(taken.copy_is_cheaper(), "the case saves a copy, streamed");
+
+    io.fill_disk_for_writes();
+    let mut builder = sm.get_snapshot_builder().await;
+    let build = tokio::spawn(async move { builder.build_snapshot().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!build.is_finished(), "the build waits for space rather than failing its group");
+
+    io.heal();
+    let built = tokio::time::timeout(Duration::from_secs(10), build).await.unwrap().unwrap().unwrap();
+    assert_eq!(built.meta.last_log_id, Some(log_id(1, 1, 60)));
+    let saved = sm.get_current_snapshot().await.unwrap().expect("the snapshot is saved");
+    assert_eq!(saved.meta, built.meta);
+    assert_eq!(saved.snapshot.get_ref(), &taken.encode());
+    assert_eq!(sm.shared().snapshot_bytes(), taken.encode().len() as u64);
+}
+
+fn leader_state_item(n: u64) -> PushItem {
+    PushItem {
+        queue: "orders".into(),
+        partition: "o-1".into(),
+        transaction_id: format!("t{n}"),
+        trace_id: None,
+        message_id: [n as u8; 16],
+        payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+    }
 }

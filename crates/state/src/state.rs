@@ -1,6 +1,7 @@
 //! The state and its one entry point, [`State::apply`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
 
 use crate::hash::FastMap;
 
@@ -224,6 +225,19 @@ impl State {
         out.extend_from_slice(STATE_FORMAT);
         bincode::serialize_into(&mut out, self).expect("state always encodes");
         out
+    }
+
+    /// [`State::encode`] written into `out` as it is encoded: exactly
+    /// [`State::encoded_len`] bytes. Small writes gather in a short buffer
+    /// first, so `out` sees few calls however many fields there are.
+    pub fn encode_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+        out.write_all(STATE_FORMAT)?;
+        bincode::serialize_into(&mut out, self).map_err(|e| match *e {
+            bincode::ErrorKind::Io(e) => e,
+            other => std::io::Error::other(format!("the state did not encode: {other}")),
+        })?;
+        out.flush()
     }
 
     /// Decodes a snapshot's state and checks its invariants. A state of

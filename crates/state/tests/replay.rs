@@ -130,6 +130,10 @@ proptest! {
             prop_assert!(copy.encode() == encoded_then, "a copy changed as the state it was taken from went on");
         }
         prop_assert_eq!(live.encoded_len(), live.encode().len());
+        // A snapshot streams the encoding into its file.
+        let mut streamed = Vec::new();
+        live.encode_to(&mut streamed).unwrap();
+        prop_assert!(streamed == live.encode(), "the streamed encoding differs");
     }
 }
 

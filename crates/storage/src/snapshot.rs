@@ -13,7 +13,7 @@
 //! snapshots are taken (zero-padded numbers do).
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,12 +54,27 @@ impl SnapshotStore {
 
     /// Durably stores a snapshot under `id` and deletes all others.
     pub fn save(&self, id: &str, meta: &[u8], data: &[u8]) -> io::Result<()> {
+        self.save_streamed(id, meta, data.len() as u64, &mut |out| out.write_all(data))
+    }
+
+    /// [`SnapshotStore::save`] of data that `write_data` writes into the
+    /// file as it encodes it, `data_len` bytes (checked: a file whose data
+    /// is not as long as its head says is refused before it is renamed into
+    /// place). A large state is never held encoded in memory: the encoding
+    /// passes through a fixed buffer ([`STREAM_BUFFER_BYTES`]) to the file.
+    pub fn save_streamed(
+        &self,
+        id: &str,
+        meta: &[u8],
+        data_len: u64,
+        write_data: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
         check_id(id)?;
         let temp = self.dir.join(format!("{PREFIX}{id}{TEMP_SUFFIX}"));
         let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
         let path = self.dir.join(&name);
         let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
-        if let Err(e) = write_file(self.io.as_ref(), &temp, meta, data) {
+        if let Err(e) = write_file(self.io.as_ref(), &temp, meta, data_len, write_data) {
             // A partial file would only hold the space a retry needs.
             let _ = fs::remove_file(&temp);
             return Err(io_context(ctx("writing", &temp), e));
@@ -127,23 +142,92 @@ fn check_id(id: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes a snapshot file as its three parts (head, data, checksum), so the
-/// data, which is most of it, is never copied into a second buffer: a copy
-/// of a 1 GB snapshot faulted in a fresh gigabyte, zeroed by the kernel,
-/// beside the one the state was encoded into.
-fn write_file(io: &dyn Io, path: &Path, meta: &[u8], data: &[u8]) -> io::Result<()> {
-    let head = head(meta, data.len())?;
-    let crc = checksum(&head, data);
+/// How much of a snapshot's data is gathered before it is written.
+pub const STREAM_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Writes a snapshot file as its three parts (head, data, checksum). The
+/// data goes straight from its encoder to the file through one fixed
+/// buffer: a 500 MB snapshot encoded into memory first faulted in a fresh
+/// 500 MB (zeroed by the kernel) and wrote every byte twice.
+fn write_file(
+    io: &dyn Io,
+    path: &Path,
+    meta: &[u8],
+    data_len: u64,
+    write_data: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let head = head(meta, data_len)?;
     // Readable too: a simulated disk reads what a write replaces.
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
     io.write_at(&file, &head, 0)?;
-    io.write_at(&file, data, head.len() as u64)?;
-    io.write_at(&file, &crc.to_le_bytes(), (head.len() + data.len()) as u64)?;
+    let mut out = DataWriter {
+        io,
+        file: &file,
+        at: head.len() as u64,
+        buf: Vec::with_capacity(STREAM_BUFFER_BYTES.min(usize::try_from(data_len).unwrap_or(usize::MAX))),
+        crc: crc32c::crc32c(&head),
+    };
+    write_data(&mut out)?;
+    out.flush()?;
+    let written = out.at - head.len() as u64;
+    if written != data_len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the snapshot's data came to {written} bytes, not the {data_len} its head promised"),
+        ));
+    }
+    let crc = out.crc;
+    io.write_at(&file, &crc.to_le_bytes(), out.at)?;
     io.sync_data(&file)
 }
 
+/// A snapshot's data on its way into the file: gathered into `buf`,
+/// written at `at` when full, and summed into the running checksum.
+struct DataWriter<'a> {
+    io: &'a dyn Io,
+    file: &'a File,
+    /// Where the next write lands in the file.
+    at: u64,
+    buf: Vec<u8>,
+    /// The checksum of every byte written so far, head included.
+    crc: u32,
+}
+
+impl DataWriter<'_> {
+    /// Writes `bytes` at `at` and sums them into the checksum.
+    fn put(io: &dyn Io, file: &File, at: &mut u64, crc: &mut u32, bytes: &[u8]) -> io::Result<()> {
+        io.write_at(file, bytes, *at)?;
+        *crc = crc32c::crc32c_append(*crc, bytes);
+        *at += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+impl Write for DataWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + bytes.len() > self.buf.capacity() {
+            self.flush()?;
+            if bytes.len() >= self.buf.capacity() {
+                // A large slice (a snapshot saved from memory) skips the copy.
+                Self::put(self.io, self.file, &mut self.at, &mut self.crc, bytes)?;
+                return Ok(bytes.len());
+            }
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            Self::put(self.io, self.file, &mut self.at, &mut self.crc, &self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
 /// Everything of a snapshot file before its data.
-fn head(meta: &[u8], data_len: usize) -> io::Result<Vec<u8>> {
+fn head(meta: &[u8], data_len: u64) -> io::Result<Vec<u8>> {
     let meta_len = u32::try_from(meta.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "snapshot meta exceeds 4 GiB"))?;
     let mut out = Vec::with_capacity(4 + 4 + 4 + meta.len() + 8);
@@ -151,14 +235,14 @@ fn head(meta: &[u8], data_len: usize) -> io::Result<Vec<u8>> {
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&meta_len.to_le_bytes());
     out.extend_from_slice(meta);
-    out.extend_from_slice(&(data_len as u64).to_le_bytes());
+    out.extend_from_slice(&data_len.to_le_bytes());
     Ok(out)
 }
 
 /// One snapshot file's bytes: what [`SnapshotStore::save`] writes and
 /// [`decode`] reads (backups carry snapshots in this form).
 pub fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut out = head(meta, data.len())?;
+    let mut out = head(meta, data.len() as u64)?;
     let crc = checksum(&out, data);
     out.reserve_exact(data.len() + 4);
     out.extend_from_slice(data);
@@ -268,6 +352,50 @@ mod tests {
         }
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(&[]).is_err());
+        Ok(())
+    }
+
+    /// Data written in pieces of every size, across the buffer's edge,
+    /// lands as the same file a save from memory writes.
+    #[test]
+    fn a_streamed_save_writes_the_file_a_save_from_memory_does() -> io::Result<()> {
+        let data: Vec<u8> = (0..STREAM_BUFFER_BYTES * 2 + 12_345).map(|i| (i * 7 % 251) as u8).collect();
+        let (streamed, whole) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        let store = SnapshotStore::open(streamed.path())?;
+        store.save_streamed("0001", b"meta", data.len() as u64, &mut |out| {
+            let mut rest = &data[..];
+            let mut piece = 1;
+            while !rest.is_empty() {
+                let (now, later) = rest.split_at(piece.min(rest.len()));
+                out.write_all(now)?;
+                rest = later;
+                piece = piece * 3 % (STREAM_BUFFER_BYTES + 17) + 1;
+            }
+            Ok(())
+        })?;
+        SnapshotStore::open(whole.path())?.save("0001", b"meta", &data)?;
+        let name = "snapshot-0001.snap";
+        let bytes = fs::read(streamed.path().join(name))?;
+        assert_eq!(bytes, fs::read(whole.path().join(name))?);
+        assert_eq!(bytes, encode(b"meta", &data)?);
+        assert_eq!(store.load_latest()?, Some((b"meta".to_vec(), data)));
+        Ok(())
+    }
+
+    /// An encoder that writes more or less than it promised leaves no
+    /// snapshot behind, and the one before it stands.
+    #[test]
+    fn data_of_another_length_than_promised_is_refused() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = SnapshotStore::open(dir.path())?;
+        store.save("0001", b"m", b"kept")?;
+        for (promised, written) in [(5u64, &b"four"[..]), (3, b"four")] {
+            let err = store.save_streamed("0002", b"m", promised, &mut |out| out.write_all(written)).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+            assert!(err.to_string().contains("promised"), "{err}");
+        }
+        assert_eq!(store.load_latest()?, Some((b"m".to_vec(), b"kept".to_vec())));
+        assert_eq!(store.names_with(TEMP_SUFFIX)?, Vec::<String>::new());
         Ok(())
     }
 
