@@ -139,7 +139,7 @@ impl BodyStore {
     /// finds no space is written body by body (each kept in memory as
     /// `write_at` keeps it).
     pub fn write_many(&self, bodies: &[(u64, &[u8])]) -> io::Result<()> {
-        let mut joined = Vec::new();
+        let mut parts = Vec::new();
         let mut start = 0;
         while start < bodies.len() {
             let end = start + self.run_len(&bodies[start..]);
@@ -147,9 +147,9 @@ impl BodyStore {
             if let [(pos, body)] = run {
                 self.write_at(*pos, body)?;
             } else {
-                joined.clear();
-                run.iter().for_each(|(_, body)| joined.extend_from_slice(body));
-                match self.write_now(run[0].0, &joined) {
+                parts.clear();
+                parts.extend(run.iter().map(|(_, body)| *body));
+                match self.write_parts_now(run[0].0, &parts) {
                     Err(e) if is_out_of_space(&e) => {
                         for (pos, body) in run {
                             self.write_at(*pos, body)?;
@@ -180,9 +180,19 @@ impl BodyStore {
     }
 
     fn write_now(&self, pos: u64, body: &[u8]) -> io::Result<()> {
-        let (segment, offset) = self.locate(pos, body.len() as u64)?;
+        self.write_parts_now(pos, &[body])
+    }
+
+    /// Writes bodies that lie back to back from `pos`, in one call.
+    fn write_parts_now(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        let (segment, offset) = self.locate(pos, len)?;
         let file = self.handle(segment, true)?;
-        self.io.write_at(&file, body, offset).map_err(|e| io_context(format!("writing a body at {pos}"), e))?;
+        let written = match parts {
+            [body] => self.io.write_at(&file, body, offset),
+            _ => self.io.write_parts_at(&file, parts, offset),
+        };
+        written.map_err(|e| io_context(format!("writing {} bytes of bodies at {pos}", len), e))?;
         self.handles.lock().dirty.insert(segment, file);
         Ok(())
     }
