@@ -52,11 +52,20 @@ pub fn framed_len(len: usize) -> u64 {
 /// Appends the framed form of `payload` to `out`.
 ///
 /// The caller has checked that the length fits in a `u32`.
+/// (The writer writes the header and the payload from where they lie.)
+#[cfg(test)]
 pub fn encode_into(out: &mut Vec<u8>, payload: &[u8]) {
-    let len = payload.len() as u32;
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&record_crc(payload).to_le_bytes());
+    out.extend_from_slice(&header(payload));
     out.extend_from_slice(payload);
+}
+
+/// The header that goes in front of `payload`.
+///
+/// The caller has checked that the length fits in a `u32`.
+pub fn header(payload: &[u8]) -> [u8; HEADER_LEN as usize] {
+    let len = (payload.len() as u32).to_le_bytes();
+    let crc = record_crc(payload).to_le_bytes();
+    [len[0], len[1], len[2], len[3], crc[0], crc[1], crc[2], crc[3]]
 }
 
 #[cfg(test)]

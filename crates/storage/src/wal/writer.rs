@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use super::frame::{encode_into, framed_len};
+use super::frame::{framed_len, header, HEADER_LEN};
 use super::{segment, RecordPos, Request, Shared};
 use crate::error::WalError;
 use crate::space::SpaceWait;
@@ -93,53 +93,55 @@ impl Writer {
     /// synced segment by segment, in order, so that a later segment never
     /// holds records while an earlier one is incomplete.
     fn write_batch(&mut self, batch: &[Request]) -> Result<Vec<Vec<RecordPos>>, String> {
-        let total: u64 = batch.iter().map(|r| r.bytes).sum();
-        let mut buf = Vec::with_capacity(total.min(self.shared.options.max_batch_bytes) as usize);
-        let mut buf_at = self.active.offset;
+        let mut framed = Vec::with_capacity(batch.iter().map(|r| r.records.len()).sum());
+        let mut framed_at = self.active.offset;
         let mut positions = Vec::with_capacity(batch.len());
         for request in batch {
             let mut request_positions = Vec::with_capacity(request.records.len());
             for record in &request.records {
                 let need = framed_len(record.len());
                 if self.active.offset + need > self.active.len {
-                    self.flush(&mut buf, buf_at)?;
+                    self.flush(&mut framed, framed_at)?;
                     self.make_room(need)?;
-                    buf_at = self.active.offset;
+                    framed_at = self.active.offset;
                 }
                 request_positions.push(RecordPos { segment: self.active.seq, offset: self.active.offset });
-                encode_into(&mut buf, record);
+                framed.push((header(record), record.as_slice()));
                 self.active.offset += need;
             }
             positions.push(request_positions);
         }
-        self.flush(&mut buf, buf_at)?;
+        self.flush(&mut framed, framed_at)?;
         Ok(positions)
     }
 
-    /// Writes `buf` at `at` in the active segment and fsyncs it.
-    fn flush(&self, buf: &mut Vec<u8>, at: u64) -> Result<(), String> {
-        if buf.is_empty() {
+    /// Writes `framed` records (header, payload) back to back at `at` in
+    /// the active segment, in one vectored write from where they lie (no
+    /// batch buffer to copy every byte into), and fsyncs it.
+    fn flush(&self, framed: &mut Vec<([u8; HEADER_LEN as usize], &[u8])>, at: u64) -> Result<(), String> {
+        if framed.is_empty() {
             return Ok(());
         }
+        let parts: Vec<&[u8]> = framed.iter().flat_map(|(head, record)| [head.as_slice(), record]).collect();
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let name = segment::file_name(self.active.seq);
         let (io, fsync) = (&self.shared.io, self.shared.options.fsync);
-        let what = || format!("writing {} bytes at offset {at} of wal segment {name}", buf.len());
-        // Rewriting the buffer before every fsync retried: pages whose
+        let what = || format!("writing {len} bytes at offset {at} of wal segment {name}");
+        // Rewriting the records before every fsync retried: pages whose
         // writeback failed for space may have been dropped clean.
         self.shared
             .space
             .retry(what, || {
-                io.write_at(&self.active.file, buf, at)?;
+                io.write_parts_at(&self.active.file, &parts, at)?;
                 if fsync {
                     io.sync_data(&self.active.file)?;
                 }
                 Ok(())
             })
-            .map_err(|e| {
-                format!("writing and syncing {} bytes at offset {at} of wal segment {name} failed: {e}", buf.len())
-            })?;
-        self.shared.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        buf.clear();
+            .map_err(|e| format!("writing and syncing {len} bytes at offset {at} of wal segment {name} failed: {e}"))?;
+        self.shared.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
+        drop(parts);
+        framed.clear();
         Ok(())
     }
 
