@@ -66,7 +66,7 @@ fn every_command() -> Vec<Command> {
     let target = JobTarget { queue: "jobs".into(), scope: "s".into() };
     vec![
         Command::Noop,
-        Command::Push(PushCmd { items: vec![item("t1")] }),
+        Command::push(vec![item("t1")]),
         Command::Pop(PopCmd {
             target: PopTarget::Queue { queue: "orders".into(), partition: None },
             group: "g".into(),
@@ -160,7 +160,7 @@ fn a_log_entry_of_every_command() {
 }
 
 fn raft_entry() -> RaftEntry {
-    let entry = Entry { now_ms: 1_700_000_000_123, command: Command::Push(PushCmd { items: vec![item("t1")] }) };
+    let entry = Entry { now_ms: 1_700_000_000_123, command: Command::push(vec![item("t1")]) };
     RaftEntry { log_id: LogId::new(CommittedLeaderId::new(3, 1), 42), payload: EntryPayload::Normal(entry) }
 }
 
@@ -224,7 +224,7 @@ fn a_message_body() {
 fn a_state_snapshot() {
     let mut state = State::new();
     let now_ms = 1_700_000_000_000;
-    state.apply(&Entry { now_ms, command: Command::Push(PushCmd { items: vec![item("t1"), item("t2")] }) });
+    state.apply(&Entry { now_ms, command: Command::push(vec![item("t1"), item("t2")]) });
     state.apply(&Entry { now_ms: now_ms + 1, command: every_command()[2].clone() });
     pinned("state-snapshot.bin", &state.encode());
     let back = State::decode(&fixture("state-snapshot.bin")).unwrap();
@@ -246,7 +246,7 @@ fn a_state_snapshot_that_stored_a_transaction_id_index_still_opens() {
     assert!(q.txn_indexes.get(0).is_some(), "decoding rebuilt the index");
     let now_ms = 1_700_000_000_001;
     let pushed =
-        state.apply(&Entry { now_ms, command: Command::Push(PushCmd { items: vec![item("t3"), item("t10")] }) });
+        state.apply(&Entry { now_ms, command: Command::push(vec![item("t3"), item("t10")]) });
     let Outcome::Push(results) = pushed.outcome else { panic!("{pushed:?}") };
     assert_eq!((results[0].status, results[0].offset), (PushStatus::Duplicate, 3));
     assert_eq!((results[1].status, results[1].offset), (PushStatus::Queued, 10));

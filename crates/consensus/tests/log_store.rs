@@ -21,7 +21,7 @@ use openraft::testing::log_id;
 use openraft::{BasicNode, EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, Vote};
 use regina_consensus::types::{LogId, RaftEntry, StorageError};
 use regina_consensus::{LogStore, Raft, SharedState, StateMachineStore};
-use regina_state::command::{PushCmd, PushItem};
+use regina_state::command::PushItem;
 use regina_state::outcome::PushResult;
 use regina_state::{BodyRecord, Command, Entry, Outcome, State};
 use support::no_peers::NoPeers;
@@ -262,7 +262,7 @@ fn push_item(n: u64) -> PushItem {
 }
 
 fn push_entry(n: u64) -> Entry {
-    Entry { now_ms: T0_MS + n, command: Command::Push(PushCmd { items: vec![push_item(n)] }) }
+    Entry { now_ms: T0_MS + n, command: Command::push(vec![push_item(n)]) }
 }
 
 fn normal(index: u64, entry: Entry) -> RaftEntry {

@@ -17,7 +17,7 @@ use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::BasicNode;
 use regina_consensus::types::LogId;
 use regina_consensus::{LogStore, Raft, SharedState};
-use regina_state::command::{PushCmd, PushItem};
+use regina_state::command::PushItem;
 use regina_state::{Command, Entry, State};
 use regina_storage::RealIo;
 use support::no_peers::NoPeers;
@@ -74,7 +74,7 @@ fn push(group: u16, n: u64) -> Entry {
         message_id,
         payload: format!("{{\"group\":{group},\"n\":{n}}}").into_bytes(),
     };
-    Entry { now_ms: T0_MS + n, command: Command::Push(PushCmd { items: vec![item] }) }
+    Entry { now_ms: T0_MS + n, command: Command::push(vec![item]) }
 }
 
 /// Every group pushes `ns` at the same time; returns each group's last log

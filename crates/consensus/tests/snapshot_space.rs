@@ -14,14 +14,14 @@ use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, SnapshotMeta, StoredMembership};
 use regina_consensus::state_machine::StateMachineStore;
 use regina_consensus::types::LogId;
-use regina_state::command::{PushCmd, PushItem};
+use regina_state::command::PushItem;
 use regina_state::{Command, Entry, State};
 use regina_storage::FaultyIo;
 
 fn leader_state() -> State {
     let mut state = State::new();
     let item = leader_state_item(1);
-    state.apply(&Entry { now_ms: 1_700_000_000_000, command: Command::Push(PushCmd { items: vec![item] }) });
+    state.apply(&Entry { now_ms: 1_700_000_000_000, command: Command::push(vec![item]) });
     state
 }
 
@@ -72,7 +72,7 @@ async fn building_a_snapshot_on_a_full_disk_waits_for_space() {
         .map(|n| {
             let mut item = leader_state_item(n);
             item.partition = format!("o-{}", n % 2);
-            let entry = Entry { now_ms: 1_700_000_000_000 + n, command: Command::Push(PushCmd { items: vec![item] }) };
+            let entry = Entry { now_ms: 1_700_000_000_000 + n, command: Command::push(vec![item]) };
             RaftEntry { log_id: log_id(1, 1, n), payload: EntryPayload::Normal(entry) }
         })
         .collect();

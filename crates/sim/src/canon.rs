@@ -266,7 +266,7 @@ mod tests {
     /// whatever `State::encode` makes of their hash maps.
     #[test]
     fn replicas_of_one_history_encode_canonically_the_same() {
-        use regina_state::command::{PushCmd, PushItem};
+        use regina_state::command::PushItem;
         use regina_state::{Command, Entry, State};
         let replica = || {
             let mut s = State::new();
@@ -279,7 +279,7 @@ mod tests {
                     message_id: [i as u8; 16],
                     payload: b"{}".to_vec(),
                 };
-                s.apply(&Entry { now_ms: 1_000 + i, command: Command::Push(PushCmd { items: vec![item] }) });
+                s.apply(&Entry { now_ms: 1_000 + i, command: Command::push(vec![item]) });
             }
             s
         };

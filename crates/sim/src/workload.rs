@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use regina_state::command::{
-    AckCmd, AckItem, AckStatus, LockOp, LocksCmd, PopCmd, PopTarget, PushCmd, PushItem, Subscription,
+    AckCmd, AckItem, AckStatus, LockOp, LocksCmd, PopCmd, PopTarget, PushItem, Subscription,
 };
 use regina_state::jobs::apply::{JobResult, JobsOutcome};
 use regina_state::jobs::view::ClaimView;
@@ -139,7 +139,7 @@ impl Workload {
     fn push(&mut self) -> Planned {
         let count = if self.rng.chance(200) { 2 } else { 1 };
         let (items, labels): (Vec<PushItem>, Vec<String>) = (0..count).map(|_| self.push_item()).unzip();
-        Planned { label: format!("push {}", labels.join(" ")), command: Command::Push(PushCmd { items }) }
+        Planned { label: format!("push {}", labels.join(" ")), command: Command::push(items) }
     }
 
     fn pop(&mut self) -> Planned {

@@ -4,6 +4,8 @@
 //! on-disk format, so new variants go at the end (pinned by
 //! `crates/consensus/tests/formats.rs` and its fixtures).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::options::OptionsPatch;
@@ -29,7 +31,10 @@ impl Entry {
 pub enum Command {
     /// Nothing to do; used to commit a new leader's term and as a read barrier.
     Noop,
-    Push(PushCmd),
+    /// Shared: the log keeps each entry it appends and hands a copy of it
+    /// to the state machine, and a push is most of the log's bytes. Encoded
+    /// as the `PushCmd` itself (the `Arc` adds no bytes).
+    Push(Arc<PushCmd>),
     Pop(PopCmd),
     Ack(AckCmd),
     ExtendLease {
@@ -131,6 +136,11 @@ pub enum Command {
 }
 
 impl Command {
+    /// A push of `items`.
+    pub fn push(items: Vec<PushItem>) -> Command {
+        Command::Push(Arc::new(PushCmd { items }))
+    }
+
     /// Whether applying it can make the state or the body files grow:
     /// pushes (steps, timer schedules, dead-letter retries, stream cycles
     /// and traces among them), KV writes and job enqueues. With the disk

@@ -29,7 +29,7 @@ fn command() -> impl Strategy<Value = (u64, Command)> {
                     payload: b"1".to_vec(),
                 })
                 .collect();
-            (dt, Command::Push(PushCmd { items }))
+            (dt, Command::push(items))
         }),
         3 => (dt.clone(), queue.clone(), group.clone(), 1u32..5, 1u32..3, any::<bool>(), 0u8..3, any::<u16>()).prop_map(
             |(dt, q, g, batch, parts, auto_ack, sub, lid)| {

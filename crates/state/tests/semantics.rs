@@ -36,7 +36,7 @@ fn repeats_inside_one_push_collapse_even_with_no_window() {
     configure(&mut h, "q", OptionsPatch { dedup_window_seconds: Some(0), ..Default::default() });
     let items = vec![h.item("q", "P", "same"), h.item("q", "P", "same"), h.item("q", "P", "other")];
     let first_id = items[0].message_id;
-    let Outcome::Push(r) = h.apply(Command::Push(PushCmd { items })) else { panic!() };
+    let Outcome::Push(r) = h.apply(Command::push(items)) else { panic!() };
     assert_eq!(r[0].status, PushStatus::Queued);
     assert_eq!(r[1].status, PushStatus::Duplicate);
     assert_eq!(r[1].message_id, Some(first_id));
@@ -521,9 +521,9 @@ fn a_batch_applies_each_request_on_its_own_in_order() {
     // it is refused as a whole, and only it.
     let step = TxnCmd { ops: vec![TxnOp::Push(b), TxnOp::Push(a_again)], kv: vec![], timers: vec![] };
     let batch = Command::Batch(vec![
-        Command::Push(PushCmd { items: vec![a] }),
+        Command::push(vec![a]),
         Command::Transaction(step),
-        Command::Push(PushCmd { items: vec![c] }),
+        Command::push(vec![c]),
     ]);
     let Outcome::Batch(out) = h.apply(batch) else { panic!("a batch answers a batch") };
     assert_eq!(out.len(), 3);

@@ -23,7 +23,7 @@ fn tenants_share_names_but_nothing_else() {
     for (tenant, n) in [("", 2), ("acme", 3), ("globex", 1)] {
         for i in 0..n {
             let item = h.item("orders", "o-1", &format!("{tenant}-{i}"));
-            let cmd = Command::Push(PushCmd { items: vec![item] });
+            let cmd = Command::push(vec![item]);
             let cmd = if tenant.is_empty() { cmd } else { for_tenant(tenant, cmd) };
             let applied = h.state.apply(&Entry { now_ms: h.now, command: cmd });
             h.state.check_invariants().expect("invariants");
@@ -79,7 +79,7 @@ fn tenants_share_names_but_nothing_else() {
 fn a_nested_tenant_wrapper_is_not_followed() {
     let mut h = Harness::new();
     let item = h.item("q", "p", "t");
-    let inner = for_tenant("b", Command::Push(PushCmd { items: vec![item] }));
+    let inner = for_tenant("b", Command::push(vec![item]));
     assert_eq!(h.apply(for_tenant("a", inner)), Outcome::Done);
     assert!(h.state.tenant("a").is_none());
     assert!(h.state.tenant("b").is_none());

@@ -33,7 +33,7 @@ impl Harness {
 
     pub fn push(&mut self, queue: &str, partition: &str, txn: &str) -> PushResult {
         let item = self.item(queue, partition, txn);
-        match self.apply(Command::Push(PushCmd { items: vec![item] })) {
+        match self.apply(Command::push(vec![item])) {
             Outcome::Push(mut r) => r.remove(0),
             o => panic!("push answered {o:?}"),
         }

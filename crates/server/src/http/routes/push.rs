@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use regina_state::command::{PushCmd, PushItem};
+use regina_state::command::PushItem;
 use regina_state::outcome::{PushResult, PushStatus};
 use regina_state::{Command, Outcome};
 use regina_types::limits::{PAYLOAD_BYTES_MAX, PUSH_ITEMS_MAX, TRANSACTION_ID_BYTES_MAX};
@@ -99,7 +99,7 @@ fn check_count(n: usize) -> ApiResult<()> {
 
 async fn store(node: &Replica, mut items: Vec<PushItem>) -> ApiResult<Vec<PushResult>> {
     seal_items(node, items.iter_mut());
-    match node.propose(Command::Push(PushCmd { items })).await? {
+    match node.propose(Command::push(items)).await? {
         Outcome::Push(results) => Ok(results),
         other => Err(ApiError::internal(format!("push answered {other:?}"))),
     }
