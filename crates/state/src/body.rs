@@ -35,6 +35,34 @@ pub fn place(next_free: u64, len: u64) -> u64 {
     }
 }
 
+/// A body's bytes from its parts, borrowed: a push encodes its items'
+/// bodies straight from the command, with no owned [`BodyRecord`] (and no
+/// copy of the payload) between them.
+pub fn encode_body(
+    id: [u8; 16],
+    created_ms: u64,
+    trace_id: Option<[u8; 16]>,
+    transaction_id: &str,
+    payload: &[u8],
+) -> Vec<u8> {
+    let trace = if trace_id.is_some() { 16 } else { 0 };
+    // Transaction ids are limited to u16::MAX bytes at the edge.
+    let tl = transaction_id.len().min(u16::MAX as usize);
+    let mut out = Vec::with_capacity(16 + 8 + 1 + trace + 2 + tl + payload.len() + CHECKSUM_BYTES);
+    out.extend_from_slice(&id);
+    out.extend_from_slice(&created_ms.to_le_bytes());
+    out.push(FLAG_CHECKSUM | if trace_id.is_some() { FLAG_TRACE } else { 0 });
+    if let Some(t) = &trace_id {
+        out.extend_from_slice(t);
+    }
+    out.extend_from_slice(&(tl as u16).to_le_bytes());
+    out.extend_from_slice(&transaction_id.as_bytes()[..tl]);
+    out.extend_from_slice(payload);
+    let checksum = crc32c::crc32c(&out);
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out
+}
+
 /// One decoded message body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BodyRecord {
@@ -53,21 +81,7 @@ impl BodyRecord {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.encoded_len());
-        out.extend_from_slice(&self.id);
-        out.extend_from_slice(&self.created_ms.to_le_bytes());
-        out.push(FLAG_CHECKSUM | if self.trace_id.is_some() { FLAG_TRACE } else { 0 });
-        if let Some(t) = &self.trace_id {
-            out.extend_from_slice(t);
-        }
-        // Transaction ids are limited to u16::MAX bytes at the edge.
-        let tl = self.transaction_id.len().min(u16::MAX as usize);
-        out.extend_from_slice(&(tl as u16).to_le_bytes());
-        out.extend_from_slice(&self.transaction_id.as_bytes()[..tl]);
-        out.extend_from_slice(&self.payload);
-        let checksum = crc32c::crc32c(&out);
-        out.extend_from_slice(&checksum.to_le_bytes());
-        out
+        encode_body(self.id, self.created_ms, self.trace_id, &self.transaction_id, &self.payload)
     }
 
     /// Decodes a body; `None` when the bytes are not a body (a short read, a

@@ -1,6 +1,6 @@
 //! Push: append messages to partitions, deduplicating by transaction id.
 
-use crate::body::{place, BodyRecord, BodyWrite};
+use crate::body::{encode_body, place, BodyWrite};
 use crate::command::{PushCmd, PushItem};
 use crate::hash::{txn_hash, FastSet};
 use crate::options::QueueOptions;
@@ -79,14 +79,7 @@ impl State {
     pub(crate) fn append(&mut self, item: &PushItem, writes: &mut Vec<BodyWrite>) -> PushResult {
         let now = self.now_ms;
         let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
-        let record = BodyRecord {
-            id: item.message_id,
-            created_ms: now,
-            trace_id: item.trace_id,
-            transaction_id: item.transaction_id.clone(),
-            payload: item.payload.clone(),
-        };
-        let bytes = record.encode();
+        let bytes = encode_body(item.message_id, now, item.trace_id, &item.transaction_id, &item.payload);
         let pos = place(self.next_body_pos, bytes.len() as u64);
         self.next_body_pos = pos + bytes.len() as u64;
         let len = bytes.len() as u32;
