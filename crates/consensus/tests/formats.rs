@@ -245,8 +245,7 @@ fn a_state_snapshot_that_stored_a_transaction_id_index_still_opens() {
     let q = state.queue("orders").unwrap();
     assert!(q.txn_indexes.get(0).is_some(), "decoding rebuilt the index");
     let now_ms = 1_700_000_000_001;
-    let pushed =
-        state.apply(&Entry { now_ms, command: Command::push(vec![item("t3"), item("t10")]) });
+    let pushed = state.apply(&Entry { now_ms, command: Command::push(vec![item("t3"), item("t10")]) });
     let Outcome::Push(results) = pushed.outcome else { panic!("{pushed:?}") };
     assert_eq!((results[0].status, results[0].offset), (PushStatus::Duplicate, 3));
     assert_eq!((results[1].status, results[1].offset), (PushStatus::Queued, 10));

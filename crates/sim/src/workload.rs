@@ -17,9 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use regina_state::command::{
-    AckCmd, AckItem, AckStatus, LockOp, LocksCmd, PopCmd, PopTarget, PushItem, Subscription,
-};
+use regina_state::command::{AckCmd, AckItem, AckStatus, LockOp, LocksCmd, PopCmd, PopTarget, PushItem, Subscription};
 use regina_state::jobs::apply::{JobResult, JobsOutcome};
 use regina_state::jobs::view::ClaimView;
 use regina_state::jobs::{Availability, JobOp, JobTarget, JobsCmd, LeaseProof};

@@ -520,11 +520,7 @@ fn a_batch_applies_each_request_on_its_own_in_order() {
     // The middle request is a step whose second push repeats a stored id:
     // it is refused as a whole, and only it.
     let step = TxnCmd { ops: vec![TxnOp::Push(b), TxnOp::Push(a_again)], kv: vec![], timers: vec![] };
-    let batch = Command::Batch(vec![
-        Command::push(vec![a]),
-        Command::Transaction(step),
-        Command::push(vec![c]),
-    ]);
+    let batch = Command::Batch(vec![Command::push(vec![a]), Command::Transaction(step), Command::push(vec![c])]);
     let Outcome::Batch(out) = h.apply(batch) else { panic!("a batch answers a batch") };
     assert_eq!(out.len(), 3);
     let Outcome::Push(first) = &out[0] else { panic!("{:?}", out[0]) };
