@@ -45,10 +45,9 @@ pub fn encode_body(
     transaction_id: &str,
     payload: &[u8],
 ) -> Vec<u8> {
-    let trace = if trace_id.is_some() { 16 } else { 0 };
     // Transaction ids are limited to u16::MAX bytes at the edge.
     let tl = transaction_id.len().min(u16::MAX as usize);
-    let mut out = Vec::with_capacity(16 + 8 + 1 + trace + 2 + tl + payload.len() + CHECKSUM_BYTES);
+    let mut out = Vec::with_capacity(body_len(trace_id.is_some(), tl, payload.len()));
     out.extend_from_slice(&id);
     out.extend_from_slice(&created_ms.to_le_bytes());
     out.push(FLAG_CHECKSUM | if trace_id.is_some() { FLAG_TRACE } else { 0 });
@@ -61,6 +60,13 @@ pub fn encode_body(
     let checksum = crc32c::crc32c(&out);
     out.extend_from_slice(&checksum.to_le_bytes());
     out
+}
+
+/// The bytes of a body with (or without) a trace id, a transaction id of
+/// `txn_len` bytes and a payload of `payload_len`.
+fn body_len(traced: bool, txn_len: usize, payload_len: usize) -> usize {
+    let trace = if traced { 16 } else { 0 };
+    16 + 8 + 1 + trace + 2 + txn_len + payload_len + CHECKSUM_BYTES
 }
 
 /// One decoded message body.
@@ -76,8 +82,7 @@ pub struct BodyRecord {
 
 impl BodyRecord {
     pub fn encoded_len(&self) -> usize {
-        let trace = if self.trace_id.is_some() { 16 } else { 0 };
-        16 + 8 + 1 + trace + 2 + self.transaction_id.len() + self.payload.len() + CHECKSUM_BYTES
+        body_len(self.trace_id.is_some(), self.transaction_id.len(), self.payload.len())
     }
 
     pub fn encode(&self) -> Vec<u8> {
