@@ -17,6 +17,11 @@
 //! `sync_all` fails (for lack of space) until it has. Only entries in flight
 //! can be caught so: the node refuses new writes that grow storage while
 //! [`BodyStore::unwritten`] says any body waits.
+//!
+//! A segment the writes have moved past is handed to [`Io::forget_cached`]
+//! twice: at once, which starts its writeback, and again once
+//! [`KEEP_CACHED_BYTES`] of newer segments follow it, which drops it from
+//! the page cache. A backlog older than that is read from disk.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -36,6 +41,10 @@ use crate::space::is_out_of_space;
 /// used clean handle is closed; handles with unsynced writes stay open until
 /// the next `sync_all`.
 const MAX_OPEN_FILES: usize = 64;
+/// How many bytes of the newest bodies stay in the page cache, for the
+/// consumers that read them soon after their push; older complete
+/// segments are dropped from it (see [`crate::page_cache`]).
+pub const KEEP_CACHED_BYTES: u64 = 512 * 1024 * 1024;
 const SUFFIX: &str = ".body";
 
 /// Where a body of `len` bytes should start, given the first free position:
@@ -86,6 +95,8 @@ struct Handles {
     /// After a failed fsync the written pages may be gone; no later sync
     /// may claim otherwise.
     sync_failure: Option<String>,
+    /// The highest segment written since the store opened or was cut.
+    newest: Option<u64>,
 }
 
 impl BodyStore {
@@ -193,8 +204,26 @@ impl BodyStore {
             _ => self.io.write_parts_at(&file, parts, offset),
         };
         written.map_err(|e| io_context(format!("writing {} bytes of bodies at {pos}", len), e))?;
-        self.handles.lock().dirty.insert(segment, file);
+        let finished = {
+            let mut handles = self.handles.lock();
+            handles.dirty.insert(segment, file);
+            handles.move_newest_to(segment)
+        };
+        for done in finished {
+            self.leave_page_cache(done);
+        }
         Ok(())
+    }
+
+    /// Segment `done` will not be written again: start its writeback now,
+    /// and drop from the page cache the segment that has just fallen
+    /// [`KEEP_CACHED_BYTES`] behind it.
+    fn leave_page_cache(&self, done: u64) {
+        self.io.forget_cached(&self.path(done));
+        let lag = (KEEP_CACHED_BYTES / self.segment_bytes).max(1);
+        if let Some(old) = done.checked_sub(lag) {
+            self.io.forget_cached(&self.path(old));
+        }
     }
 
     /// Why bodies wait in memory for space, if any do: `(count, reason)`.
@@ -286,6 +315,7 @@ impl BodyStore {
         self.any_unwritten.store(!unwritten.bodies.is_empty(), Ordering::Release);
         drop(unwritten);
         let mut handles = self.handles.lock();
+        handles.newest = None;
         for segment in self.list()? {
             if segment > keep {
                 handles.forget(segment);
@@ -361,6 +391,7 @@ impl BodyStore {
         *self.unwritten.lock() = Unwritten::default();
         self.any_unwritten.store(false, Ordering::Release);
         let mut handles = self.handles.lock();
+        handles.newest = None;
         for segment in self.list()? {
             handles.forget(segment);
             self.remove(segment)?;
@@ -457,6 +488,23 @@ impl BodyStore {
 }
 
 impl Handles {
+    /// Records a write into `segment`; returns the segments the writes
+    /// have just moved past (none on the first write, or on a write behind
+    /// the newest, as a retried body is).
+    fn move_newest_to(&mut self, segment: u64) -> std::ops::Range<u64> {
+        match self.newest {
+            Some(newest) if segment > newest => {
+                self.newest = Some(segment);
+                newest..segment
+            }
+            Some(_) => 0..0,
+            None => {
+                self.newest = Some(segment);
+                0..0
+            }
+        }
+    }
+
     fn forget(&mut self, segment: u64) {
         self.open.remove(&segment);
         self.dirty.remove(&segment);

@@ -13,6 +13,7 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Positioned writes and data syncs on an already open file.
@@ -32,6 +33,12 @@ pub trait Io: Send + Sync + 'static {
     /// callback does after its first wake-up (another wake-up, a counter)
     /// lands before the runtime moves on, at the same point of every replay.
     fn completions_returned(&self) {}
+    /// The file at `path` is complete, or old: its pages may leave the page
+    /// cache once written back (see [`crate::page_cache`]). Only a hint;
+    /// this default takes none (a simulated disk has no page cache).
+    fn forget_cached(&self, path: &Path) {
+        let _ = path;
+    }
 }
 
 /// The real thing: `pwrite` and `fdatasync`.
@@ -76,6 +83,10 @@ impl Io for RealIo {
 
     fn sync_data(&self, file: &File) -> io::Result<()> {
         file.sync_data()
+    }
+
+    fn forget_cached(&self, path: &Path) {
+        crate::page_cache::forget_in_background(path.to_path_buf());
     }
 }
 
@@ -227,6 +238,10 @@ impl Io for FaultyIo {
             return Err(io::Error::new(io::ErrorKind::StorageFull, INJECTED_NO_SPACE));
         }
         self.inner.sync_data(file)
+    }
+
+    fn forget_cached(&self, path: &Path) {
+        self.inner.forget_cached(path)
     }
 }
 

@@ -16,6 +16,8 @@
 //! * [`io`]: the seam through which the log, the bodies and the snapshots
 //!   write and fsync, so tests can inject failures ([`FaultyIo`]) and the
 //!   simulation can lose unsynced writes.
+//! * [`page_cache`]: dropping complete body segments from the page cache
+//!   in the background, so a sustained write does not grow it without end.
 //! * [`space`]: retrying writes refused for lack of space until space is
 //!   back ([`SpaceWait`]), instead of failing for good.
 //! * [`error`]: [`WalError`], the log's error type.
@@ -23,6 +25,7 @@
 pub mod bodies;
 pub mod error;
 pub mod io;
+pub mod page_cache;
 pub mod snapshot;
 pub mod space;
 pub mod wal;

@@ -197,3 +197,63 @@ fn write_many_without_space_keeps_each_body() {
         assert_eq!(&reopened.read(*pos, 10).expect("read"), body);
     }
 }
+
+/// An `Io` that records which files are handed to the page cache advice.
+#[derive(Default)]
+struct AdviceLog {
+    inner: regina_storage::RealIo,
+    advised: parking_lot::Mutex<Vec<String>>,
+}
+
+impl regina_storage::Io for AdviceLog {
+    fn write_at(&self, file: &std::fs::File, buf: &[u8], pos: u64) -> std::io::Result<()> {
+        self.inner.write_at(file, buf, pos)
+    }
+    fn sync_data(&self, file: &std::fs::File) -> std::io::Result<()> {
+        self.inner.sync_data(file)
+    }
+    fn forget_cached(&self, path: &std::path::Path) {
+        self.advised.lock().push(path.file_name().unwrap().to_string_lossy().into_owned());
+        self.inner.forget_cached(path);
+    }
+}
+
+/// A segment the writes have moved past is advised at once (its writeback
+/// starts) and again once `KEEP_CACHED_BYTES` of segments follow it (it
+/// leaves the page cache); bodies retried behind the newest segment, and
+/// the first write after a cut, advise nothing. Every body still reads back.
+#[test]
+fn segments_moved_past_leave_the_page_cache_behind_a_window() {
+    let dir = fast_tempdir();
+    let segment = regina_storage::bodies::KEEP_CACHED_BYTES / 2;
+    let log = Arc::new(AdviceLog::default());
+    let store = BodyStore::open_with_io(dir.path(), segment, log.clone()).unwrap();
+    let name = |s: u64| format!("{s:020}.body");
+    let taken = || std::mem::take(&mut *log.advised.lock());
+
+    store.write_at(10, b"first").unwrap();
+    assert!(taken().is_empty(), "the first write finishes no segment");
+    store.write_at(segment + 3, b"second").unwrap();
+    assert_eq!(taken(), [name(0)]);
+    store.write_at(2 * segment, b"third").unwrap();
+    assert_eq!(taken(), [name(1)]);
+    store.write_many(&[(3 * segment, b"fourth".as_slice()), (5 * segment, b"sixth")]).unwrap();
+    // Segment 2 is done, then 0 is two segments (KEEP_CACHED_BYTES) behind it;
+    // the jump to 5 finishes 3 and 4, dropping 1 and 2.
+    assert_eq!(taken(), [name(2), name(0), name(3), name(1), name(4), name(2)]);
+    store.write_at(4 * segment + 1, b"late").unwrap();
+    assert!(taken().is_empty(), "a write behind the newest segment finishes none");
+
+    store.truncate_from(5 * segment).unwrap();
+    store.write_at(5 * segment, b"again").unwrap();
+    assert!(taken().is_empty(), "after a cut, the first write finishes no segment");
+    store.write_at(6 * segment, b"next").unwrap();
+    assert_eq!(taken(), [name(5), name(3)]);
+
+    // The advice never costs a byte.
+    for (pos, body) in
+        [(10, &b"first"[..]), (segment + 3, b"second"), (3 * segment, b"fourth"), (4 * segment + 1, b"late")]
+    {
+        assert_eq!(store.read(pos, body.len() as u64).unwrap(), body);
+    }
+}

@@ -73,7 +73,7 @@ impl Wal {
             space: Arc::clone(&shared.space),
             out: tx,
         };
-        let writer = Writer { shared: Arc::clone(&shared), active, prepared: rx };
+        let writer = Writer { shared: Arc::clone(&shared), dir: dir.clone(), active, prepared: rx };
         let spawn_err = |e| WalError::io("starting a wal thread", e);
         // The writer goes first: if spawning it fails, the preparer (which
         // only exits once the writer drops its receiver) never starts.

@@ -39,6 +39,7 @@ pub struct Active {
 
 pub struct Writer {
     pub shared: Arc<Shared>,
+    pub dir: std::path::PathBuf,
     pub active: Active,
     /// Empty segments from the preparer thread.
     pub prepared: Receiver<Result<Spare, String>>,
@@ -162,7 +163,11 @@ impl Writer {
         let file = Arc::new(next.file);
         self.shared.segments.write().insert(next.seq, Arc::clone(&file));
         self.shared.current_segment.store(next.seq, Ordering::SeqCst);
-        self.active = Active { seq: next.seq, file, len: next.len, offset: 0 };
+        let full = std::mem::replace(&mut self.active, Active { seq: next.seq, file, len: next.len, offset: 0 });
+        // A full segment is read back only by a follower far behind or at
+        // recovery (recent entries are served from memory): it need not
+        // grow the page cache (see `crate::page_cache`).
+        self.shared.io.forget_cached(&self.dir.join(segment::file_name(full.seq)));
         Ok(())
     }
 
