@@ -77,13 +77,20 @@ fn push_answers_per_item_and_dedups_per_partition() {
             vec![
                 json!({ "queue": "orders", "partition": "A", "transactionId": "t-1", "payload": { "n": 1 } }),
                 json!({ "queue": "orders", "partition": "A", "transactionId": "t-2", "payload": { "n": 2 } }),
+                // An id the answer must escape, on another queue: each item's
+                // answer names its own id and queue.
+                json!({ "queue": "receipts", "transactionId": "t-\"3\"\\é\n", "payload": { "n": 3 } }),
             ],
         )
         .await;
-        for (i, (r, txn)) in first.iter().zip(["t-1", "t-2"]).enumerate() {
+        let named = [("t-1", "orders"), ("t-2", "orders"), ("t-\"3\"\\é\n", "receipts")];
+        assert_eq!(first.len(), named.len(), "{first:?}");
+        for (i, (r, (txn, queue))) in first.iter().zip(named).enumerate() {
             assert_eq!(r["status"], json!("queued"), "{r}");
             assert_eq!(r["index"], json!(i), "{r}");
             assert_eq!(r["transaction_id"], json!(txn), "{r}");
+            assert_eq!(r["transactionId"], json!(txn), "{r}");
+            assert_eq!(r["queueName"], json!(queue), "{r}");
             let id = r["message_id"].as_str().unwrap_or_else(|| panic!("no message_id: {r}"));
             assert!(uuid::Uuid::parse_str(id).is_ok(), "message_id is not a UUID: {r}");
         }
