@@ -492,17 +492,10 @@ impl Handles {
     /// have just moved past (none on the first write, or on a write behind
     /// the newest, as a retried body is).
     fn move_newest_to(&mut self, segment: u64) -> std::ops::Range<u64> {
-        match self.newest {
-            Some(newest) if segment > newest => {
-                self.newest = Some(segment);
-                newest..segment
-            }
-            Some(_) => 0..0,
-            None => {
-                self.newest = Some(segment);
-                0..0
-            }
-        }
+        let newest = self.newest.get_or_insert(segment);
+        let moved_past = *newest..segment.max(*newest);
+        *newest = moved_past.end;
+        moved_past
     }
 
     fn forget(&mut self, segment: u64) {

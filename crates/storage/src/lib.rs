@@ -16,8 +16,9 @@
 //! * [`io`]: the seam through which the log, the bodies and the snapshots
 //!   write and fsync, so tests can inject failures ([`FaultyIo`]) and the
 //!   simulation can lose unsynced writes.
-//! * [`page_cache`]: dropping complete body segments from the page cache
-//!   in the background, so a sustained write does not grow it without end.
+//! * [`page_cache`]: dropping complete body segments and full WAL segments
+//!   from the page cache in the background, so a sustained write does not
+//!   grow it without end.
 //! * [`space`]: retrying writes refused for lack of space until space is
 //!   back ([`SpaceWait`]), instead of failing for good.
 //! * [`error`]: [`WalError`], the log's error type.

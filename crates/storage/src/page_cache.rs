@@ -49,7 +49,7 @@ pub fn forget_in_background(path: PathBuf) {
 }
 
 /// [`forget_in_background`], now, on this thread.
-pub fn forget_now(path: &std::path::Path) -> std::io::Result<()> {
+fn forget_now(path: &std::path::Path) -> std::io::Result<()> {
     let file = File::open(path)?;
     fadvise(&file, 0, None, Advice::DontNeed)?;
     Ok(())
