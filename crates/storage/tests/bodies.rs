@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 
 use regina_storage::{place, BodyStore, FaultyIo};
-use support::{fast_tempdir, Lcg};
+use support::{fast_tempdir, AdviceLog, Lcg};
 
 fn body_files(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -195,26 +195,6 @@ fn write_many_without_space_keeps_each_body() {
     let reopened = BodyStore::open(dir.path(), 1000).expect("reopen");
     for (pos, body) in &bodies {
         assert_eq!(&reopened.read(*pos, 10).expect("read"), body);
-    }
-}
-
-/// An `Io` that records which files are handed to the page cache advice.
-#[derive(Default)]
-struct AdviceLog {
-    inner: regina_storage::RealIo,
-    advised: parking_lot::Mutex<Vec<String>>,
-}
-
-impl regina_storage::Io for AdviceLog {
-    fn write_at(&self, file: &std::fs::File, buf: &[u8], pos: u64) -> std::io::Result<()> {
-        self.inner.write_at(file, buf, pos)
-    }
-    fn sync_data(&self, file: &std::fs::File) -> std::io::Result<()> {
-        self.inner.sync_data(file)
-    }
-    fn forget_cached(&self, path: &std::path::Path) {
-        self.advised.lock().push(path.file_name().unwrap().to_string_lossy().into_owned());
-        self.inner.forget_cached(path);
     }
 }
 

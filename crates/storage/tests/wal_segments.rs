@@ -8,7 +8,7 @@ mod support;
 use std::fs;
 
 use regina_storage::{RecordPos, WalError};
-use support::{fast_tempdir, open, options, payloads, segment_path, wal_files, Lcg};
+use support::{fast_tempdir, open, options, payloads, segment_path, wal_files, AdviceLog, Lcg};
 
 const SEGMENT: u64 = 4096;
 
@@ -107,4 +107,26 @@ fn an_oversized_first_record_grows_the_empty_active_segment() {
     drop(wal);
     let (_wal, recovered) = open(dir.path(), options(SEGMENT));
     assert_eq!(payloads(&recovered), vec![big]);
+}
+
+/// Every full segment is handed to the page cache advice once, as the
+/// writer moves past it, and never the one being written; the records in
+/// advised segments still read back.
+#[test]
+fn full_segments_leave_the_page_cache_at_rollover() {
+    let dir = fast_tempdir();
+    let log = std::sync::Arc::new(AdviceLog::default());
+    let (wal, _) = regina_storage::Wal::open(dir.path(), options(SEGMENT), log.clone()).unwrap();
+    let records = random_records(200, 11);
+    let mut positions = Vec::new();
+    for chunk in records.chunks(5) {
+        positions.extend(wal.append_sync(chunk.to_vec()).unwrap());
+    }
+    let last = positions.last().unwrap().segment;
+    assert!(last >= 5, "only {last} segments used");
+    let want: Vec<String> = (0..last).map(|seq| format!("{seq:020}.wal")).collect();
+    assert_eq!(*log.advised.lock(), want);
+    for (pos, record) in positions.iter().zip(&records) {
+        assert_eq!(&wal.read(*pos).unwrap(), record);
+    }
 }

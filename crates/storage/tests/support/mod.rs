@@ -64,3 +64,23 @@ impl Lcg {
         (0..len).map(|_| self.next() as u8).collect()
     }
 }
+
+/// An `Io` that records which files are handed to the page cache advice.
+#[derive(Default)]
+pub struct AdviceLog {
+    inner: regina_storage::RealIo,
+    pub advised: parking_lot::Mutex<Vec<String>>,
+}
+
+impl regina_storage::Io for AdviceLog {
+    fn write_at(&self, file: &std::fs::File, buf: &[u8], pos: u64) -> std::io::Result<()> {
+        self.inner.write_at(file, buf, pos)
+    }
+    fn sync_data(&self, file: &std::fs::File) -> std::io::Result<()> {
+        self.inner.sync_data(file)
+    }
+    fn forget_cached(&self, path: &std::path::Path) {
+        self.advised.lock().push(path.file_name().unwrap().to_string_lossy().into_owned());
+        self.inner.forget_cached(path);
+    }
+}
