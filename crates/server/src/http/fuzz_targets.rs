@@ -1,6 +1,7 @@
 //! Every decoder that reads bytes from outside, as one function per target
 //! that takes arbitrary bytes and must return without panicking, whatever
-//! they hold. `fuzz/` drives them under libFuzzer (`scripts/fuzz.sh`), and
+//! they hold (a target may also assert that two readers of the same bytes
+//! agree: its panic is then a found disagreement). `fuzz/` drives them under libFuzzer (`scripts/fuzz.sh`), and
 //! `tests/fuzz_corpus.rs` replays the kept corpora and found crashes through
 //! the same functions in every test run, so an input that once broke a
 //! decoder stays a test.
@@ -53,8 +54,10 @@ pub fn binary_step(data: &[u8]) {
     }
 }
 
-/// A JSON push body.
+/// A JSON push body; the plain reader must never read it otherwise than
+/// serde does.
 pub fn json_push(data: &[u8]) {
+    assert!(push::plain_reader_agrees(data), "the plain push reader and serde disagree");
     let _ = push::json_items(data);
 }
 

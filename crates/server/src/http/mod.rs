@@ -8,7 +8,8 @@
 //! - Helpers the routes share: [`dispatch`] (which group's router a request
 //!   goes to, by tenant or `/internal/g/{g}` prefix), [`tenant_header`],
 //!   [`forward`] (a follower relays to its group's leader), [`input`]
-//!   (bodies, queries, the requests no route can read), [`render`],
+//!   (bodies, queries, the requests no route can read), [`plain_push`]
+//!   (the one-pass reader of the usual JSON push body), [`render`],
 //!   [`frames`] (the binary `QPB1`/`QTB1`/`QPF1` forms), [`producer`] (the
 //!   caller's identity stamped into payloads), [`error`] (`ApiError`), the
 //!   route class table ([`classes`]), the Raft group views
@@ -24,6 +25,7 @@ mod frames;
 pub mod fuzz_targets;
 mod input;
 mod json_out;
+mod plain_push;
 pub(crate) mod pop_lag;
 pub mod producer;
 mod raft_views;

@@ -21,6 +21,7 @@ use regina_types::{validate_name, NameKind, DEFAULT_PARTITION};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
+use crate::http::plain_push::{self, PlainItem};
 use crate::http::routes::binary;
 use regina_node::Replica;
 
@@ -61,6 +62,10 @@ pub async fn push(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRej
 /// The items of a JSON push body, checked. The plain push does not store
 /// trace ids (as upstream); a transaction's push does.
 pub(crate) fn json_items(bytes: &[u8]) -> ApiResult<Vec<PushItem>> {
+    if let Some(plain) = plain_push::items(bytes) {
+        check_count(plain.len())?;
+        return plain.iter().enumerate().map(|(i, it)| plain_item(i, it)).collect();
+    }
     let parsed: PushBody = json_body(bytes, false)?;
     check_count(parsed.items.len())?;
     parsed
@@ -69,6 +74,34 @@ pub(crate) fn json_items(bytes: &[u8]) -> ApiResult<Vec<PushItem>> {
         .enumerate()
         .map(|(i, it)| to_item(i, it).map(|item| PushItem { trace_id: None, ..item }))
         .collect()
+}
+
+/// An item the plain reader read (`crate::http::plain_push`).
+fn plain_item(i: usize, it: &PlainItem) -> ApiResult<PushItem> {
+    let payload = it.payload.unwrap_or("null").as_bytes().to_vec();
+    let fields = ItemFields {
+        queue: it.queue,
+        partition: it.partition,
+        transaction_id: it.transaction_id,
+        trace_id: None,
+        message_id: None,
+    };
+    checked_item(i, fields, payload)
+}
+
+/// Whether the plain reader agrees with serde on `bytes`: a body it reads,
+/// serde reads too, to the same items (the `json_push` fuzz target and a
+/// property test hold it to this).
+pub fn plain_reader_agrees(bytes: &[u8]) -> bool {
+    let Some(plain) = plain_push::items(bytes) else { return true };
+    let Ok(full) = serde_json::from_slice::<PushBody>(bytes) else { return false };
+    full.items.len() == plain.len()
+        && full.items.iter().zip(&plain).all(|(f, p)| {
+            *f.queue == *p.queue
+                && f.partition.as_deref() == p.partition
+                && f.transaction_id.as_deref() == p.transaction_id
+                && f.payload.map_or("null", |r| r.get()) == p.payload.unwrap_or("null")
+        })
 }
 
 async fn push_binary(node: Arc<Replica>, bytes: &[u8]) -> ApiResult<Response> {
