@@ -20,6 +20,10 @@ const BACKUP_PREFIX: &str = "/api/v1/system/backup/";
 
 /// Routes each request to its group's router.
 pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Placement, mut req: Request) -> Response {
+    // First of all: a request no route could read is refused.
+    if let Some(refused) = crate::http::input::unreadable(&req) {
+        return refused;
+    }
     let groups = routers.len() as u16;
     let path = req.uri().path();
     let internal = path == "/health" || path.starts_with("/internal/");

@@ -51,15 +51,36 @@ const CONNECT_ATTEMPTS: usize = 3;
 /// Headers that describe one hop, not the request.
 const HOP_HEADERS: [&str; 6] = ["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade"];
 
-pub async fn route_to_leader(State(node): State<Arc<Replica>>, req: Request, next: Next) -> Response {
+/// What [`route_to_leader`] needs of its group: the node, and the header
+/// values every answer carries, rendered once.
+pub struct Door {
+    node: Arc<Replica>,
+    /// This node's client address, when it has one to name (a node
+    /// listening on 0.0.0.0 has none).
+    addr: Option<HeaderValue>,
+    group: HeaderValue,
+}
+
+impl Door {
+    pub fn new(node: Arc<Replica>) -> Arc<Door> {
+        let addr = Some(node.client_addr())
+            .filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()))
+            .and_then(|a| HeaderValue::from_str(a).ok());
+        let group = HeaderValue::from(node.group());
+        Arc::new(Door { node, addr, group })
+    }
+}
+
+pub async fn route_to_leader(State(door): State<Arc<Door>>, req: Request, next: Next) -> Response {
+    let node = &door.node;
     let path = req.uri().path();
     // The dashboard's page and files are the same on every node: served
     // here, even without a leader.
     if path == "/health" || path.starts_with("/internal/") || path == "/" || path.starts_with("/dashboard/") {
         return next.run(req).await;
     }
-    let mut resp = route(&node, req, next).await;
-    hint_leader(&node, resp.headers_mut());
+    let mut resp = route(node, req, next).await;
+    hint_leader(&door, resp.headers_mut());
     resp
 }
 
@@ -94,15 +115,11 @@ async fn route(node: &Replica, mut req: Request, mut next: Next) -> Response {
 /// Names the group's leader on an answer (see [`LEADER_HEADER`]): the
 /// leader names itself; a follower keeps the name its leader's answer
 /// carried.
-fn hint_leader(node: &Replica, headers: &mut HeaderMap) {
-    // A node listening on 0.0.0.0 has no address to name.
-    let me = Some(node.client_addr())
-        .filter(|_| node.is_leader())
-        .filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()));
-    if let Some(addr) = me.and_then(|a| HeaderValue::from_str(a).ok()) {
-        headers.insert(LEADER_HEADER, addr);
+fn hint_leader(door: &Door, headers: &mut HeaderMap) {
+    if let Some(addr) = door.addr.as_ref().filter(|_| door.node.is_leader()) {
+        headers.insert(LEADER_HEADER, addr.clone());
     }
-    headers.insert(GROUP_HEADER, HeaderValue::from(node.group()));
+    headers.insert(GROUP_HEADER, door.group.clone());
 }
 
 /// Serves a request on the leader: read index first where needed, then the

@@ -105,6 +105,10 @@ pub fn is_json_document(bytes: &[u8]) -> bool {
 /// Decoders downstream would otherwise answer in plain text (the path) or
 /// replace the bytes with U+FFFD (the query), naming a different thing.
 fn unescapes_to_utf8(text: &str) -> bool {
+    // Text without an escape is the `&str` itself.
+    if !text.contains('%') {
+        return true;
+    }
     let raw = text.as_bytes();
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -124,32 +128,30 @@ fn unescapes_to_utf8(text: &str) -> bool {
     std::str::from_utf8(&out).is_ok()
 }
 
-/// The edge's first look at every request, before any route reads it: a
+/// The edge's first look at every request, before it is routed (in
+/// `dispatch`, for both doors): the refusal of one no route could read. A
 /// path or query that does not decode to UTF-8 is a 400, and a body with a
 /// `Content-Encoding` (other than `identity`) is a 415: no route decodes
 /// one, and reading compressed bytes as plain would apply garbage. (The
 /// Queen clients never send one; their compression lives inside the binary
 /// bodies, where each route bounds what it inflates.)
-pub async fn refuse_unreadable_requests(
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+pub fn unreadable(req: &axum::extract::Request) -> Option<axum::response::Response> {
     use axum::response::IntoResponse;
     let uri = req.uri();
     if !unescapes_to_utf8(uri.path()) {
-        return ApiError::bad_request("the path does not decode to UTF-8").into_response();
+        return Some(ApiError::bad_request("the path does not decode to UTF-8").into_response());
     }
     if !uri.query().is_none_or(unescapes_to_utf8) {
-        return ApiError::bad_request("the query string does not decode to UTF-8").into_response();
+        return Some(ApiError::bad_request("the query string does not decode to UTF-8").into_response());
     }
     let encoding = req.headers().get(axum::http::header::CONTENT_ENCODING);
     match encoding.map(|v| v.to_str().map(str::trim)) {
-        None => next.run(req).await,
-        Some(Ok(e)) if e.is_empty() || e.eq_ignore_ascii_case("identity") => next.run(req).await,
+        None => None,
+        Some(Ok(e)) if e.is_empty() || e.eq_ignore_ascii_case("identity") => None,
         Some(found) => {
             let named = found.map_or_else(|_| "a value that is not text".to_string(), |e| format!("{e:?}"));
             let why = format!("Content-Encoding {named} is not accepted; send the body uncompressed");
-            ApiError::new(crate::http::codes::UNSUPPORTED_ENCODING, why).into_response()
+            Some(ApiError::new(crate::http::codes::UNSUPPORTED_ENCODING, why).into_response())
         }
     }
 }

@@ -7,8 +7,17 @@
 
 /// A JSON string literal: `s` quoted, escaped as RFC 8259 requires.
 pub fn string(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
     let bytes = s.as_bytes();
+    // Checked in chunks first (a fold runs over whole vectors, where the
+    // loop below goes byte by byte): most strings need no escape at all.
+    if !bytes.chunks(32).any(|c| c.iter().fold(false, |seen, &b| seen | needs_escape(b))) {
+        out.reserve(bytes.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    out.push(b'"');
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         if !needs_escape(b) {

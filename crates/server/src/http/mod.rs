@@ -104,11 +104,12 @@ pub fn router(node: Arc<Replica>, auth: bool) -> Router {
         .layer(axum::Extension(history))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(node.clone(), forward::route_to_leader));
-    // Outermost, so that a refused request is not forwarded first.
+        .layer(axum::middleware::from_fn_with_state(forward::Door::new(node.clone()), forward::route_to_leader));
+    // Outermost, so that a refused request is not forwarded first. (A
+    // request no route could read was refused before routing:
+    // `input::unreadable`, called by `dispatch`.)
     let router = if auth { router.layer(axum::middleware::from_fn(crate::doors::auth::authorize)) } else { router };
-    // Outermost of all: a request no route could read is refused first.
-    router.layer(axum::middleware::from_fn(input::refuse_unreadable_requests)).with_state(node)
+    router.with_state(node)
 }
 
 fn all_routes() -> Routes {

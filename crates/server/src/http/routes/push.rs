@@ -177,9 +177,11 @@ impl Labels {
         let mut ends = Vec::with_capacity(items.len());
         for item in items {
             text.extend_from_slice(b",\"transaction_id\":");
+            let id = text.len();
             j::string(&mut text, &item.transaction_id);
+            let id = id..text.len();
             text.extend_from_slice(b",\"transactionId\":");
-            j::string(&mut text, &item.transaction_id);
+            text.extend_from_within(id);
             text.extend_from_slice(b",\"queueName\":");
             j::string(&mut text, &item.queue);
             ends.push(text.len());
