@@ -94,7 +94,6 @@ pub async fn preload(a: &Args, queue: &str, progress: &Progress) -> Result<Expec
 }
 
 pub async fn run(a: &Args) -> Result<Value, String> {
-    let http = client();
     let queue = consumer::run_queue(&a.queue, "consume");
     let progress = Progress::start("consume", &["consumed", "preloaded"]);
     let t0 = Instant::now();
@@ -106,8 +105,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     let started = Instant::now();
     let started_us = consumer::now_micros();
     let deadline = started + Duration::from_secs_f64(a.seconds);
-    let tasks =
-        consumer::spawn_groups(&http, &a.url, &queue, a.groups, a.consumers, a.batch, deadline, &shared, &progress);
+    let tasks = consumer::spawn_groups(&a.url, &queue, a.groups, a.consumers, a.batch, deadline, &shared, &progress);
     let stats = consumer::join(tasks).await;
     progress.finish();
     let stats = stats?;

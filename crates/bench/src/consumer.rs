@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::check::Record;
+use crate::http1::{Answer, Http1};
 use crate::progress::Progress;
 use crate::stats::Samples;
 
@@ -146,11 +147,10 @@ pub struct Worker {
 }
 
 impl Worker {
-    fn pop_url(&self, wait: bool) -> String {
+    fn pop_path(&self, wait: bool) -> String {
         let left = self.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         let mut u = format!(
-            "{}/api/v1/pop/queue/{}?batch={}&wait={wait}&timeout={}&partitions={POP_PARTITIONS}&leaseSeconds={LEASE_SECONDS}",
-            self.url,
+            "/api/v1/pop/queue/{}?batch={}&wait={wait}&timeout={}&partitions={POP_PARTITIONS}&leaseSeconds={LEASE_SECONDS}",
             self.queue,
             self.batch,
             left.clamp(1, POLL_MS)
@@ -202,29 +202,24 @@ impl Worker {
 
     /// Pops and acks until the group has its target and the queue answers
     /// empty, or the deadline passes.
-    pub async fn run(
-        self,
-        http: reqwest::Client,
-        shared: Arc<Shared>,
-        progress: Progress,
-    ) -> Result<WorkerStats, String> {
+    /// (Through one keep-alive connection of its own, `crate::http1`.)
+    pub async fn run(self, shared: Arc<Shared>, progress: Progress) -> Result<WorkerStats, String> {
         let mut st = WorkerStats::default();
-        let ack_url = format!("{}/api/v1/ack/batch", self.url);
+        let mut conn: Option<Http1> = None;
         let received = &shared.received[self.group_index];
         while Instant::now() < self.deadline {
             let done = received.load(Ordering::Relaxed) >= shared.target.load(Ordering::Relaxed);
             let t = Instant::now();
-            let r = http.get(self.pop_url(!done)).send().await.map_err(|e| format!("pop failed: {e}"))?;
-            let status = r.status();
-            let body = r.bytes().await.map_err(|e| format!("pop body: {e}"))?;
+            let r = self.call(&mut conn, None, &self.pop_path(!done)).await.map_err(|e| format!("pop failed: {e}"))?;
+            let (status, body) = (r.status, r.body);
             st.pop.record(t.elapsed().as_micros() as u64);
-            if status.as_u16() == 204 {
+            if status == 204 {
                 if done || self.stalled(&shared) {
                     break;
                 }
                 continue;
             }
-            if !status.is_success() {
+            if !(200..300).contains(&status) {
                 return Err(format!("pop answered {status}: {}", String::from_utf8_lossy(&body)));
             }
             let answer: PopAnswer =
@@ -248,19 +243,13 @@ impl Worker {
             let t = Instant::now();
             let body = serde_json::to_vec(&AckBody { acknowledgments: acks, consumer_group: self.group.as_deref() })
                 .expect("acks encode");
-            let r = http
-                .post(&ack_url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| format!("ack failed: {e}"))?;
-            if !r.status().is_success() {
-                return Err(format!("ack answered {}", r.status()));
+            let r =
+                self.call(&mut conn, Some(&body), "/api/v1/ack/batch").await.map_err(|e| format!("ack failed: {e}"))?;
+            if !(200..300).contains(&r.status) {
+                return Err(format!("ack answered {}", r.status));
             }
-            let bytes = r.bytes().await.map_err(|e| format!("ack answer: {e}"))?;
             let answer: Vec<AckAnswer> =
-                serde_json::from_slice(&bytes).map_err(|e| format!("ack answer is not the expected JSON: {e}"))?;
+                serde_json::from_slice(&r.body).map_err(|e| format!("ack answer is not the expected JSON: {e}"))?;
             st.ack.record(t.elapsed().as_micros() as u64);
             let refused = answer.iter().filter(|x| !x.success).count();
             if refused > 0 {
@@ -274,11 +263,29 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// A `GET` of `path` (or a `POST` of `body`) on the worker's connection,
+    /// opened when there is none (first, or after the broker closed it).
+    async fn call(&self, conn: &mut Option<Http1>, body: Option<&[u8]>, path: &str) -> Result<Answer, String> {
+        let c = match conn {
+            Some(c) => c,
+            None => conn.insert(Http1::connect(&self.url).await?),
+        };
+        let answer = match body {
+            Some(body) => c.post(path, &[], body).await,
+            None => c.get(path).await,
+        };
+        if c.closed || answer.is_err() {
+            *conn = None;
+        }
+        answer
+    }
+}
+
 /// Starts `per_group` workers for each of `groups` groups. With one group
 /// the queue is read in queue mode, the common case.
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_groups(
-    http: &reqwest::Client,
     url: &str,
     queue: &str,
     groups: usize,
@@ -299,7 +306,7 @@ pub fn spawn_groups(
                 batch,
                 deadline,
             };
-            tasks.push(tokio::spawn(w.run(http.clone(), shared.clone(), progress.clone())));
+            tasks.push(tokio::spawn(w.run(shared.clone(), progress.clone())));
         }
     }
     tasks

@@ -95,7 +95,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     let start_epoch_us = now_micros();
     let deadline = start + Duration::from_secs_f64(a.seconds) + DRAIN;
     let consumers =
-        consumer::spawn_groups(&http, &a.url, &queue, a.groups, a.consumers, a.batch, deadline, &shared, &progress);
+        consumer::spawn_groups(&a.url, &queue, a.groups, a.consumers, a.batch, deadline, &shared, &progress);
 
     let producers = a.producers.min(a.partitions).max(1);
     let per_producer = a.rate / producers as f64;

@@ -8,6 +8,7 @@ pub mod consume;
 pub mod consumer;
 pub mod e2e;
 pub mod grow;
+pub mod http1;
 pub mod jobs;
 pub mod kv;
 pub mod partitions;

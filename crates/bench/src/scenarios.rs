@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::args::Args;
+use crate::http1::Http1;
 use crate::stats::Samples;
 
 /// The HTTP client every scenario uses. `REGINA_TOKEN`, when set, is sent
@@ -71,9 +72,9 @@ fn batch_body(a: &Args, producer: usize, seq: &mut u64, payload: &str) -> String
 /// the broker's Raft groups; with several `--url`s (comma list), producer
 /// `p` starts at the `p % n`th; with `--follow-leader on`, each producer
 /// sends a tenant's next batch to the leader the last answer named
-/// (`x-regina-leader`), as the Rust SDK does.
+/// (`x-regina-leader`), as the Rust SDK does. Requests go through a
+/// minimal HTTP/1.1 connection per node (`crate::http1`), not `client()`.
 pub async fn push(a: &Args) -> Result<Value, String> {
-    let http = client();
     let payload = "x".repeat(a.payload.saturating_sub(10));
     let sent = Arc::new(AtomicU64::new(0));
     let forwarded = Arc::new(AtomicU64::new(0));
@@ -83,13 +84,14 @@ pub async fn push(a: &Args) -> Result<Value, String> {
     let urls: Vec<String> = a.url.split(',').map(|u| u.trim().trim_end_matches('/').to_string()).collect();
     let mut tasks = Vec::new();
     for p in 0..a.producers {
-        let (http, a, payload, sent, forwarded) =
-            (http.clone(), a.clone(), payload.clone(), sent.clone(), forwarded.clone());
+        let (a, payload, sent, forwarded) = (a.clone(), payload.clone(), sent.clone(), forwarded.clone());
         let base = urls[p % urls.len()].clone();
         tasks.push(tokio::spawn(async move {
             let mut samples = Samples::default();
             let mut seq = 0u64;
             let mut leaders: std::collections::HashMap<String, String> = Default::default();
+            // One keep-alive connection per node this producer sends to.
+            let mut conns: std::collections::HashMap<String, Http1> = Default::default();
             let mut round = 0usize;
             while Instant::now() < deadline {
                 let body = batch_body(&a, p, &mut seq, &payload);
@@ -97,15 +99,20 @@ pub async fn push(a: &Args) -> Result<Value, String> {
                 round += 1;
                 let key = tenant.clone().unwrap_or_default();
                 let to = leaders.get(&key).cloned().unwrap_or_else(|| base.clone());
-                let mut req = http.post(format!("{to}/api/v1/push")).header("content-type", "application/json");
-                if let Some(t) = &tenant {
-                    req = req.header("x-queen-tenant", t);
-                }
+                let conn = match conns.remove(&to) {
+                    Some(c) => c,
+                    None => Http1::connect(&to).await.map_err(|e| format!("push failed: {e}"))?,
+                };
+                let conn = conns.entry(to.clone()).or_insert(conn);
+                let headers: Vec<(&str, &str)> = tenant.iter().map(|t| ("x-queen-tenant", t.as_str())).collect();
                 let t = Instant::now();
-                match req.body(body).send().await {
-                    Ok(r) if r.status().is_success() => {
-                        let leader = r.headers().get("x-regina-leader").and_then(|v| v.to_str().ok());
-                        if let Some(leader) = leader.map(|l| format!("http://{l}")) {
+                let answer = conn.post("/api/v1/push", &headers, body.as_bytes()).await;
+                if conn.closed {
+                    conns.remove(&to);
+                }
+                match answer {
+                    Ok(r) if (200..300).contains(&r.status) => {
+                        if let Some(leader) = r.leader.map(|l| format!("http://{l}")) {
                             if leader != to {
                                 forwarded.fetch_add(1, Ordering::Relaxed);
                             }
@@ -113,11 +120,10 @@ pub async fn push(a: &Args) -> Result<Value, String> {
                                 leaders.insert(key, leader);
                             }
                         }
-                        let _ = r.bytes().await;
                         samples.record(t.elapsed().as_micros() as u64);
                         sent.fetch_add(a.batch as u64, Ordering::Relaxed);
                     }
-                    Ok(r) => return Err(format!("push answered {}", r.status())),
+                    Ok(r) => return Err(format!("push answered {}", r.status)),
                     Err(e) => return Err(format!("push failed: {e}")),
                 }
             }
