@@ -36,25 +36,16 @@ pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
     // A body without any control byte (as clients write compact JSON) has
     // none in a string either, so no string needs its own look.
     let mut r = Reader { text, bytes: body, at: 0, controls: has_control(body) };
-    r.space();
-    r.expect(b'{')?;
     let mut items = None;
     r.space();
-    if !r.eat(b'}') {
-        loop {
-            r.space();
-            let key = r.plain_string()?;
-            r.colon()?;
-            match key {
-                "items" if items.is_some() => return None,
-                "items" => items = Some(r.items()?),
-                _ => r.value(1)?,
-            }
-            if r.end_of_member(b'}')? {
-                break;
-            }
+    r.object(|r, key| match key {
+        "items" if items.is_some() => None,
+        "items" => {
+            items = Some(r.items()?);
+            Some(())
         }
-    }
+        _ => r.value(1),
+    })?;
     r.space();
     if r.at != r.bytes.len() {
         return None;
@@ -119,59 +110,70 @@ impl<'a> Reader<'a> {
     fn items(&mut self) -> Option<Vec<PlainItem<'a>>> {
         self.expect(b'[')?;
         let mut items = Vec::new();
-        self.space();
-        if self.eat(b']') {
-            return Some(items);
-        }
-        loop {
-            self.space();
-            items.push(self.item()?);
-            if self.end_of_member(b']')? {
-                return Some(items);
-            }
-        }
+        self.elements(b']', |r| {
+            items.push(r.item()?);
+            Some(())
+        })?;
+        Some(items)
     }
 
     fn item(&mut self) -> Option<PlainItem<'a>> {
-        self.expect(b'{')?;
         let (mut queue, mut partition, mut payload, mut transaction_id) = (None, None, None, None);
         let mut trace_id = false;
-        self.space();
-        if !self.eat(b'}') {
-            loop {
-                self.space();
-                let key = self.plain_string()?;
-                self.colon()?;
-                match key {
-                    "queue" if queue.is_none() => queue = Some(self.plain_string()?),
-                    "partition" if partition.is_none() => partition = Some(self.string_or_null()?),
-                    "transactionId" if transaction_id.is_none() => transaction_id = Some(self.string_or_null()?),
-                    "payload" if payload.is_none() => {
-                        let start = self.at;
-                        self.value(3)?;
-                        payload = Some(&self.text[start..self.at]);
-                    }
-                    // Read and checked, but not kept (a plain push stores no
-                    // trace id).
-                    "traceId" if !trace_id => {
-                        trace_id = true;
-                        self.value(3)?;
-                    }
-                    // A field named twice: serde refuses it.
-                    "queue" | "partition" | "transactionId" | "payload" | "traceId" => return None,
-                    _ => self.value(3)?,
+        self.object(|r, key| {
+            match key {
+                "queue" if queue.is_none() => queue = Some(r.plain_string()?),
+                "partition" if partition.is_none() => partition = Some(r.string_or_null()?),
+                "transactionId" if transaction_id.is_none() => transaction_id = Some(r.string_or_null()?),
+                "payload" if payload.is_none() => {
+                    let start = r.at;
+                    r.value(3)?;
+                    payload = Some(&r.text[start..r.at]);
                 }
-                if self.end_of_member(b'}')? {
-                    break;
+                // Read and checked, but not kept (a plain push stores no
+                // trace id).
+                "traceId" if !trace_id => {
+                    trace_id = true;
+                    r.value(3)?;
                 }
+                // A field named twice: serde refuses it.
+                "queue" | "partition" | "transactionId" | "payload" | "traceId" => return None,
+                _ => r.value(3)?,
             }
-        }
+            Some(())
+        })?;
         Some(PlainItem {
             queue: queue?,
             partition: partition.flatten(),
             payload: payload.filter(|p| *p != "null"),
             transaction_id: transaction_id.flatten(),
         })
+    }
+
+    /// An object whose keys are plain strings; `member` reads each value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.expect(b'{')?;
+        self.elements(b'}', |r| {
+            let key = r.plain_string()?;
+            r.colon()?;
+            member(r, key)
+        })
+    }
+
+    /// What follows an object's or array's opening byte: `element` read
+    /// for each member or element, up to `close`.
+    fn elements(&mut self, close: u8, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.space();
+        if self.eat(close) {
+            return Some(());
+        }
+        loop {
+            self.space();
+            element(self)?;
+            if self.end_of_member(close)? {
+                return Some(());
+            }
+        }
     }
 
     /// A string without escapes, as borrowed text.
@@ -228,33 +230,15 @@ impl<'a> Reader<'a> {
             b'"' => self.string(),
             b'{' => {
                 self.at += 1;
-                self.space();
-                if self.eat(b'}') {
-                    return Some(());
-                }
-                loop {
-                    self.space();
-                    self.string()?;
-                    self.colon()?;
-                    self.value(depth + 1)?;
-                    if self.end_of_member(b'}')? {
-                        return Some(());
-                    }
-                }
+                self.elements(b'}', |r| {
+                    r.string()?;
+                    r.colon()?;
+                    r.value(depth + 1)
+                })
             }
             b'[' => {
                 self.at += 1;
-                self.space();
-                if self.eat(b']') {
-                    return Some(());
-                }
-                loop {
-                    self.space();
-                    self.value(depth + 1)?;
-                    if self.end_of_member(b']')? {
-                        return Some(());
-                    }
-                }
+                self.elements(b']', |r| r.value(depth + 1))
             }
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
