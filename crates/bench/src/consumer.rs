@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::check::Record;
-use crate::http1::{Answer, Http1};
+use crate::http1::Http1;
 use crate::progress::Progress;
 use crate::stats::Samples;
 
@@ -205,12 +205,12 @@ impl Worker {
     /// (Through one keep-alive connection of its own, `crate::http1`.)
     pub async fn run(self, shared: Arc<Shared>, progress: Progress) -> Result<WorkerStats, String> {
         let mut st = WorkerStats::default();
-        let mut conn: Option<Http1> = None;
+        let mut conn = Http1::new(&self.url)?;
         let received = &shared.received[self.group_index];
         while Instant::now() < self.deadline {
             let done = received.load(Ordering::Relaxed) >= shared.target.load(Ordering::Relaxed);
             let t = Instant::now();
-            let r = self.call(&mut conn, None, &self.pop_path(!done)).await.map_err(|e| format!("pop failed: {e}"))?;
+            let r = conn.get(&self.pop_path(!done)).await.map_err(|e| format!("pop failed: {e}"))?;
             let (status, body) = (r.status, r.body);
             st.pop.record(t.elapsed().as_micros() as u64);
             if status == 204 {
@@ -243,8 +243,7 @@ impl Worker {
             let t = Instant::now();
             let body = serde_json::to_vec(&AckBody { acknowledgments: acks, consumer_group: self.group.as_deref() })
                 .expect("acks encode");
-            let r =
-                self.call(&mut conn, Some(&body), "/api/v1/ack/batch").await.map_err(|e| format!("ack failed: {e}"))?;
+            let r = conn.post("/api/v1/ack/batch", &[], &body).await.map_err(|e| format!("ack failed: {e}"))?;
             if !(200..300).contains(&r.status) {
                 return Err(format!("ack answered {}", r.status));
             }
@@ -260,25 +259,6 @@ impl Worker {
             }
         }
         Ok(st)
-    }
-}
-
-impl Worker {
-    /// A `GET` of `path` (or a `POST` of `body`) on the worker's connection,
-    /// opened when there is none (first, or after the broker closed it).
-    async fn call(&self, conn: &mut Option<Http1>, body: Option<&[u8]>, path: &str) -> Result<Answer, String> {
-        let c = match conn {
-            Some(c) => c,
-            None => conn.insert(Http1::connect(&self.url).await?),
-        };
-        let answer = match body {
-            Some(body) => c.post(path, &[], body).await,
-            None => c.get(path).await,
-        };
-        if c.closed || answer.is_err() {
-            *conn = None;
-        }
-        answer
     }
 }
 

@@ -1,10 +1,10 @@
 //! A minimal HTTP/1.1 keep-alive connection: one request at a time, the
 //! answer read whole. The push scenario and the consumers (pop + ack) send
-//! through it, as the Redis
-//! scenarios send through `resp.rs`: the load generator shares the machine
-//! with the broker, and a general client's own work per request (pool,
-//! header maps, body streams) took CPU the broker would otherwise have had
-//! (docs/benchmarks.md, item 18). `http://` only, like the broker's tests.
+//! through it, as the Redis scenarios send through `resp.rs`: the load
+//! generator shares the machine with the broker, and a general client's own
+//! work per request (pool, header maps, body streams) took CPU the broker
+//! would otherwise have had (docs/benchmarks.md, item 18). `http://` only,
+//! like the broker's tests.
 
 use std::fmt::Write as _;
 
@@ -21,35 +21,34 @@ pub struct Answer {
     pub body: Vec<u8>,
 }
 
+/// One node's connection, opened at the first request and again after the
+/// server closed it (or a request failed on it).
 pub struct Http1 {
     host: String,
-    read: BufReader<OwnedReadHalf>,
-    write: OwnedWriteHalf,
+    stream: Option<Stream>,
     /// `REGINA_TOKEN`, sent as the bearer token of every request.
     token: Option<String>,
     out: Vec<u8>,
-    /// The server said it closes the connection after its answer.
-    pub closed: bool,
+}
+
+struct Stream {
+    read: BufReader<OwnedReadHalf>,
+    write: OwnedWriteHalf,
 }
 
 impl Http1 {
-    /// Connects to `base` (`http://host:port`).
-    pub async fn connect(base: &str) -> Result<Http1, String> {
+    /// A connection to `base` (`http://host:port`), not opened yet.
+    pub fn new(base: &str) -> Result<Http1, String> {
         let host = base
             .strip_prefix("http://")
-            .ok_or_else(|| format!("{base}: the push scenario speaks plain http:// only"))?
+            .ok_or_else(|| format!("{base}: the bench's HTTP/1.1 connection speaks plain http:// only"))?
             .trim_end_matches('/');
-        let stream = TcpStream::connect(host).await.map_err(|e| format!("connect {host}: {e}"))?;
-        stream.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (read, write) = stream.into_split();
-        Ok(Http1 {
-            host: host.to_string(),
-            read: BufReader::with_capacity(64 << 10, read),
-            write,
-            token: std::env::var("REGINA_TOKEN").ok(),
-            out: Vec::new(),
-            closed: false,
-        })
+        Ok(Http1 { host: host.to_string(), stream: None, token: std::env::var("REGINA_TOKEN").ok(), out: Vec::new() })
+    }
+
+    /// Whether the connection is open (it was opened and not closed since).
+    pub fn is_open(&self) -> bool {
+        self.stream.is_some()
     }
 
     /// Sends a JSON `POST` and reads its answer.
@@ -84,11 +83,35 @@ impl Http1 {
         self.out.clear();
         self.out.extend_from_slice(head.as_bytes());
         self.out.extend_from_slice(body);
-        self.write.write_all(&self.out).await.map_err(|e| format!("send to {}: {e}", self.host))?;
-        self.answer().await.map_err(|e| format!("answer from {}: {e}", self.host))
+        let stream = match &mut self.stream {
+            Some(stream) => stream,
+            None => self.stream.insert(Stream::open(&self.host).await?),
+        };
+        let answer = stream.exchange(&self.out).await.map_err(|e| format!("{}: {e}", self.host));
+        if !matches!(answer, Ok((_, true))) {
+            // Closed by the server, or in an unknown state after an error.
+            self.stream = None;
+        }
+        answer.map(|(answer, _)| answer)
+    }
+}
+
+impl Stream {
+    async fn open(host: &str) -> Result<Stream, String> {
+        let stream = TcpStream::connect(host).await.map_err(|e| format!("connect {host}: {e}"))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (read, write) = stream.into_split();
+        Ok(Stream { read: BufReader::with_capacity(64 << 10, read), write })
     }
 
-    async fn answer(&mut self) -> Result<Answer, String> {
+    /// Sends one request and reads its answer, and whether the connection
+    /// stays open after it.
+    async fn exchange(&mut self, request: &[u8]) -> Result<(Answer, bool), String> {
+        self.write.write_all(request).await.map_err(|e| format!("send: {e}"))?;
+        self.answer().await.map_err(|e| format!("answer: {e}"))
+    }
+
+    async fn answer(&mut self) -> Result<(Answer, bool), String> {
         let mut line = String::new();
         self.line(&mut line).await?;
         let status = line
@@ -96,7 +119,7 @@ impl Http1 {
             .and_then(|rest| rest.get(..3))
             .and_then(|code| code.parse::<u16>().ok())
             .ok_or_else(|| format!("not an HTTP/1.1 status line: {line:?}"))?;
-        let (mut length, mut chunked, mut leader) = (None, false, None);
+        let (mut length, mut chunked, mut leader, mut open) = (None, false, None, true);
         loop {
             self.line(&mut line).await?;
             let header = line.trim_end();
@@ -112,7 +135,7 @@ impl Http1 {
             } else if name.eq_ignore_ascii_case("x-regina-leader") {
                 leader = Some(value.to_string());
             } else if name.eq_ignore_ascii_case("connection") {
-                self.closed = value.eq_ignore_ascii_case("close");
+                open = !value.eq_ignore_ascii_case("close");
             }
         }
         let body = match (chunked, length) {
@@ -120,7 +143,7 @@ impl Http1 {
             (false, Some(n)) => self.exactly(n).await?,
             (false, None) => return Err("an answer with neither a length nor chunks".into()),
         };
-        Ok(Answer { status, leader, body })
+        Ok((Answer { status, leader, body }, open))
     }
 
     async fn chunks(&mut self, line: &mut String) -> Result<Vec<u8>, String> {
@@ -201,14 +224,17 @@ mod tests {
             "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
         ])
         .await;
-        let mut c = Http1::connect(&url).await.unwrap();
+        let mut c = Http1::new(&url).unwrap();
+        assert!(!c.is_open());
         let a = c.post("/api/v1/push", &[("x-queen-tenant", "t")], b"{}").await.unwrap();
         assert_eq!((a.status, a.leader.as_deref(), &a.body[..]), (201, Some("127.0.0.1:9"), &b"[{}]"[..]));
         let b = c.post("/api/v1/push", &[], b"{\"items\":[]}").await.unwrap();
         assert_eq!((b.status, &b.body[..]), (200, &b"abcde"[..]));
-        assert!(!c.closed);
+        assert!(c.is_open());
         let d = c.get("/api/v1/pop/queue/q?batch=1").await.unwrap();
-        assert_eq!((d.status, d.body.len(), c.closed), (503, 0, true));
-        assert!(c.post("/api/v1/push", &[], b"").await.is_err(), "the server closed");
+        assert_eq!((d.status, d.body.len(), c.is_open()), (503, 0, false));
+        // The server closed, and listens no more: the next request opens a
+        // new connection, which is refused.
+        assert!(c.post("/api/v1/push", &[], b"").await.is_err());
     }
 }

@@ -99,18 +99,13 @@ pub async fn push(a: &Args) -> Result<Value, String> {
                 round += 1;
                 let key = tenant.clone().unwrap_or_default();
                 let to = leaders.get(&key).cloned().unwrap_or_else(|| base.clone());
-                let conn = match conns.remove(&to) {
-                    Some(c) => c,
-                    None => Http1::connect(&to).await.map_err(|e| format!("push failed: {e}"))?,
-                };
-                let conn = conns.entry(to.clone()).or_insert(conn);
+                if !conns.contains_key(&to) {
+                    conns.insert(to.clone(), Http1::new(&to).map_err(|e| format!("push failed: {e}"))?);
+                }
+                let conn = conns.get_mut(&to).expect("inserted above");
                 let headers: Vec<(&str, &str)> = tenant.iter().map(|t| ("x-queen-tenant", t.as_str())).collect();
                 let t = Instant::now();
-                let answer = conn.post("/api/v1/push", &headers, body.as_bytes()).await;
-                if conn.closed {
-                    conns.remove(&to);
-                }
-                match answer {
+                match conn.post("/api/v1/push", &headers, body.as_bytes()).await {
                     Ok(r) if (200..300).contains(&r.status) => {
                         if let Some(leader) = r.leader.map(|l| format!("http://{l}")) {
                             if leader != to {

@@ -1,10 +1,10 @@
 //! Every decoder that reads bytes from outside, as one function per target
 //! that takes arbitrary bytes and must return without panicking, whatever
 //! they hold (a target may also assert that two readers of the same bytes
-//! agree: its panic is then a found disagreement). `fuzz/` drives them under libFuzzer (`scripts/fuzz.sh`), and
-//! `tests/fuzz_corpus.rs` replays the kept corpora and found crashes through
-//! the same functions in every test run, so an input that once broke a
-//! decoder stays a test.
+//! agree: its panic is then a found disagreement). `fuzz/` drives them
+//! under libFuzzer (`scripts/fuzz.sh`), and `tests/fuzz_corpus.rs` replays
+//! the kept corpora and found crashes through the same functions in every
+//! test run, so an input that once broke a decoder stays a test.
 
 use serde_json::value::RawValue;
 use serde_json::Value;

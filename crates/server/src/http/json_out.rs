@@ -8,9 +8,9 @@
 /// A JSON string literal: `s` quoted, escaped as RFC 8259 requires.
 pub fn string(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
-    // Checked in chunks first (a fold runs over whole vectors, where the
-    // loop below goes byte by byte): most strings need no escape at all.
-    if !bytes.chunks(32).any(|c| c.iter().fold(false, |seen, &b| seen | needs_escape(b))) {
+    // Checked whole first (the loop below goes byte by byte): most strings
+    // need no escape at all.
+    if !any_byte(bytes, needs_escape) {
         out.reserve(bytes.len() + 2);
         out.push(b'"');
         out.extend_from_slice(bytes);
@@ -43,6 +43,12 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// Whether any of `bytes` is one `matches` picks: folded over chunks
+/// rather than stopping at the first, so that it runs over whole vectors.
+pub fn any_byte(bytes: &[u8], matches: impl Fn(u8) -> bool) -> bool {
+    bytes.chunks(64).any(|chunk| chunk.iter().fold(0u8, |seen, &b| seen | matches(b) as u8) != 0)
 }
 
 fn needs_escape(b: u8) -> bool {

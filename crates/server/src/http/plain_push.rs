@@ -35,7 +35,7 @@ pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
     let text = std::str::from_utf8(body).ok()?;
     // A body without any control byte (as clients write compact JSON) has
     // none in a string either, so no string needs its own look.
-    let mut r = Reader { text, bytes: body, at: 0, controls: has_control(body) };
+    let mut r = Reader { text, at: 0, controls: has_control(body) };
     let mut items = None;
     r.space();
     r.object(|r, key| match key {
@@ -47,7 +47,7 @@ pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
         _ => r.value(1),
     })?;
     r.space();
-    if r.at != r.bytes.len() {
+    if r.at != r.text.len() {
         return None;
     }
     items
@@ -55,15 +55,18 @@ pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
 
 struct Reader<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     at: usize,
     /// Whether the body holds a control byte anywhere (whitespace or not).
     controls: bool,
 }
 
 impl<'a> Reader<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
+        self.bytes().get(self.at).copied()
     }
 
     fn next(&mut self) -> Option<u8> {
@@ -180,9 +183,9 @@ impl<'a> Reader<'a> {
     fn plain_string(&mut self) -> Option<&'a str> {
         self.expect(b'"')?;
         let start = self.at;
-        let len = memchr2(b'"', b'\\', &self.bytes[start..])?;
+        let len = memchr2(b'"', b'\\', &self.bytes()[start..])?;
         let end = start + len;
-        if self.bytes[end] != b'"' || (self.controls && has_control(&self.bytes[start..end])) {
+        if self.bytes()[end] != b'"' || (self.controls && has_control(&self.bytes()[start..end])) {
             return None;
         }
         self.at = end + 1;
@@ -200,7 +203,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Option<()> {
         self.expect(b'"')?;
         loop {
-            let rest = &self.bytes[self.at..];
+            let rest = &self.bytes()[self.at..];
             let len = memchr2(b'"', b'\\', rest)?;
             if self.controls && has_control(&rest[..len]) {
                 return None;
@@ -249,7 +252,7 @@ impl<'a> Reader<'a> {
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let found = self.bytes[self.at..].starts_with(word);
+        let found = self.bytes()[self.at..].starts_with(word);
         self.at += if found { word.len() } else { 0 };
         found.then_some(())
     }
@@ -285,11 +288,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Whether `bytes` hold a control character, which JSON strings may not
-/// (folded over chunks, not `any` byte by byte, so that it runs over whole
-/// vectors).
+/// Whether `bytes` hold a control character, which JSON strings may not.
 fn has_control(bytes: &[u8]) -> bool {
-    bytes.chunks(64).any(|chunk| chunk.iter().fold(0u8, |seen, &b| seen | (b < 0x20) as u8) != 0)
+    crate::http::json_out::any_byte(bytes, |b| b < 0x20)
 }
 
 #[cfg(test)]
