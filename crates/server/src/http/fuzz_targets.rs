@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::http::input;
+use crate::http::routes::ack;
 use crate::http::routes::binary;
 use crate::http::routes::jobs::input as jobs_input;
 use crate::http::routes::kv::input as kv_input;
@@ -24,6 +25,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("binary_push", binary_push),
     ("binary_step", binary_step),
     ("json_push", json_push),
+    ("json_ack", json_ack),
     ("kv_ops", kv_ops),
     ("jobs_ops", jobs_ops),
     ("timer_ops", timer_ops),
@@ -59,6 +61,12 @@ pub fn binary_step(data: &[u8]) {
 pub fn json_push(data: &[u8]) {
     assert!(push::plain_reader_agrees(data), "the plain push reader and serde disagree");
     let _ = push::json_items(data);
+}
+
+/// A JSON ack body (one ack or a batch); the plain reader must never read
+/// it otherwise than serde does.
+pub fn json_ack(data: &[u8]) {
+    assert!(ack::plain_reader_agrees(data), "the plain ack reader and serde disagree");
 }
 
 /// The `operations` of a KV call, in a call and in a step.

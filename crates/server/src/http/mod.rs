@@ -25,6 +25,8 @@ mod frames;
 pub mod fuzz_targets;
 mod input;
 mod json_out;
+mod plain_ack;
+mod plain_json;
 mod plain_push;
 pub(crate) mod pop_lag;
 pub mod producer;

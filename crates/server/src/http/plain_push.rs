@@ -14,11 +14,7 @@
 //! refusal of a bad one. A fuzz target and a property test hold it to that
 //! (`push::plain_reader_agrees`).
 
-use memchr::memchr2;
-
-/// Nesting the plain reader follows inside a value; deeper bodies go to
-/// serde, which refuses past 128 levels.
-const NESTING_MAX: usize = 64;
+use crate::http::plain_json::{document, Reader};
 
 /// One item as the body holds it; `payload` is the value's JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,270 +28,65 @@ pub(crate) struct PlainItem<'a> {
 /// The items of `body`, or `None` when the body is not of the plain shape
 /// (or not valid JSON at all).
 pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
-    let text = std::str::from_utf8(body).ok()?;
-    // A body without any control byte (as clients write compact JSON) has
-    // none in a string either, so no string needs its own look.
-    let mut r = Reader { text, at: 0, controls: has_control(body) };
     let mut items = None;
-    r.space();
-    r.object(|r, key| match key {
+    document(body, |r, key| match key {
         "items" if items.is_some() => None,
         "items" => {
-            items = Some(r.items()?);
+            items = Some(push_items(r)?);
             Some(())
         }
         _ => r.value(1),
     })?;
-    r.space();
-    if r.at != r.text.len() {
-        return None;
-    }
     items
 }
 
-struct Reader<'a> {
-    text: &'a str,
-    at: usize,
-    /// Whether the body holds a control byte anywhere (whitespace or not).
-    controls: bool,
+fn push_items<'a>(r: &mut Reader<'a>) -> Option<Vec<PlainItem<'a>>> {
+    r.expect(b'[')?;
+    let mut items = Vec::new();
+    r.elements(b']', |r| {
+        items.push(push_item(r)?);
+        Some(())
+    })?;
+    Some(items)
 }
 
-impl<'a> Reader<'a> {
-    fn bytes(&self) -> &'a [u8] {
-        self.text.as_bytes()
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.bytes().get(self.at).copied()
-    }
-
-    fn next(&mut self) -> Option<u8> {
-        let b = self.peek()?;
-        self.at += 1;
-        Some(b)
-    }
-
-    fn eat(&mut self, b: u8) -> bool {
-        let found = self.peek() == Some(b);
-        self.at += found as usize;
-        found
-    }
-
-    fn expect(&mut self, b: u8) -> Option<()> {
-        self.eat(b).then_some(())
-    }
-
-    /// JSON's whitespace (as serde: space, tab, CR, LF).
-    fn space(&mut self) {
-        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
-            self.at += 1;
-        }
-    }
-
-    fn colon(&mut self) -> Option<()> {
-        self.space();
-        self.expect(b':')?;
-        self.space();
-        Some(())
-    }
-
-    /// After a member or element: `Some(false)` at a comma, `Some(true)`
-    /// at `close`.
-    fn end_of_member(&mut self, close: u8) -> Option<bool> {
-        self.space();
-        match self.next()? {
-            b',' => Some(false),
-            b if b == close => Some(true),
-            _ => None,
-        }
-    }
-
-    fn items(&mut self) -> Option<Vec<PlainItem<'a>>> {
-        self.expect(b'[')?;
-        let mut items = Vec::new();
-        self.elements(b']', |r| {
-            items.push(r.item()?);
-            Some(())
-        })?;
-        Some(items)
-    }
-
-    fn item(&mut self) -> Option<PlainItem<'a>> {
-        let (mut queue, mut partition, mut payload, mut transaction_id) = (None, None, None, None);
-        let mut trace_id = false;
-        self.object(|r, key| {
-            match key {
-                "queue" if queue.is_none() => queue = Some(r.plain_string()?),
-                "partition" if partition.is_none() => partition = Some(r.string_or_null()?),
-                "transactionId" if transaction_id.is_none() => transaction_id = Some(r.string_or_null()?),
-                "payload" if payload.is_none() => {
-                    let start = r.at;
-                    r.value(3)?;
-                    payload = Some(&r.text[start..r.at]);
-                }
-                // Read and checked, but not kept (a plain push stores no
-                // trace id).
-                "traceId" if !trace_id => {
-                    trace_id = true;
-                    r.value(3)?;
-                }
-                // A field named twice: serde refuses it.
-                "queue" | "partition" | "transactionId" | "payload" | "traceId" => return None,
-                _ => r.value(3)?,
+fn push_item<'a>(r: &mut Reader<'a>) -> Option<PlainItem<'a>> {
+    let (mut queue, mut partition, mut payload, mut transaction_id) = (None, None, None, None);
+    let mut trace_id = false;
+    r.object(|r, key| {
+        match key {
+            "queue" if queue.is_none() => queue = Some(r.plain_string()?),
+            "partition" if partition.is_none() => partition = Some(r.string_or_null()?),
+            "transactionId" if transaction_id.is_none() => transaction_id = Some(r.string_or_null()?),
+            "payload" if payload.is_none() => {
+                let start = r.at;
+                r.value(3)?;
+                payload = Some(&r.text[start..r.at]);
             }
-            Some(())
-        })?;
-        Some(PlainItem {
-            queue: queue?,
-            partition: partition.flatten(),
-            payload: payload.filter(|p| *p != "null"),
-            transaction_id: transaction_id.flatten(),
-        })
-    }
-
-    /// An object whose keys are plain strings; `member` reads each value.
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.expect(b'{')?;
-        self.elements(b'}', |r| {
-            let key = r.plain_string()?;
-            r.colon()?;
-            member(r, key)
-        })
-    }
-
-    /// What follows an object's or array's opening byte: `element` read
-    /// for each member or element, up to `close`.
-    fn elements(&mut self, close: u8, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.space();
-        if self.eat(close) {
-            return Some(());
-        }
-        loop {
-            self.space();
-            element(self)?;
-            if self.end_of_member(close)? {
-                return Some(());
+            // Read and checked, but not kept (a plain push stores no
+            // trace id).
+            "traceId" if !trace_id => {
+                trace_id = true;
+                r.value(3)?;
             }
-        }
-    }
-
-    /// A string without escapes, as borrowed text.
-    fn plain_string(&mut self) -> Option<&'a str> {
-        self.expect(b'"')?;
-        let start = self.at;
-        let len = memchr2(b'"', b'\\', &self.bytes()[start..])?;
-        let end = start + len;
-        if self.bytes()[end] != b'"' || (self.controls && has_control(&self.bytes()[start..end])) {
-            return None;
-        }
-        self.at = end + 1;
-        Some(&self.text[start..end])
-    }
-
-    fn string_or_null(&mut self) -> Option<Option<&'a str>> {
-        if self.peek() == Some(b'n') {
-            return self.literal(b"null").map(|()| None);
-        }
-        self.plain_string().map(Some)
-    }
-
-    /// Any string, escapes checked as serde checks them.
-    fn string(&mut self) -> Option<()> {
-        self.expect(b'"')?;
-        loop {
-            let rest = &self.bytes()[self.at..];
-            let len = memchr2(b'"', b'\\', rest)?;
-            if self.controls && has_control(&rest[..len]) {
-                return None;
-            }
-            self.at += len + 1;
-            if rest[len] == b'"' {
-                return Some(());
-            }
-            match self.next()? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                b'u' => {
-                    for _ in 0..4 {
-                        self.next().filter(u8::is_ascii_hexdigit)?;
-                    }
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// Any JSON value, `depth` levels in.
-    fn value(&mut self, depth: usize) -> Option<()> {
-        if depth > NESTING_MAX {
-            return None;
-        }
-        match self.peek()? {
-            b'"' => self.string(),
-            b'{' => {
-                self.at += 1;
-                self.elements(b'}', |r| {
-                    r.string()?;
-                    r.colon()?;
-                    r.value(depth + 1)
-                })
-            }
-            b'[' => {
-                self.at += 1;
-                self.elements(b']', |r| r.value(depth + 1))
-            }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => None,
-        }
-    }
-
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let found = self.bytes()[self.at..].starts_with(word);
-        self.at += if found { word.len() } else { 0 };
-        found.then_some(())
-    }
-
-    /// `-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?`; a digit right after
-    /// a leading 0 is left for the caller, which refuses it.
-    fn number(&mut self) -> Option<()> {
-        self.eat(b'-');
-        match self.next()? {
-            b'0' => {}
-            b'1'..=b'9' => self.digits(),
-            _ => return None,
-        }
-        if self.eat(b'.') {
-            self.next().filter(u8::is_ascii_digit)?;
-            self.digits();
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.at += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.at += 1;
-            }
-            self.next().filter(u8::is_ascii_digit)?;
-            self.digits();
+            // A field named twice: serde refuses it.
+            "queue" | "partition" | "transactionId" | "payload" | "traceId" => return None,
+            _ => r.value(3)?,
         }
         Some(())
-    }
-
-    fn digits(&mut self) {
-        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-            self.at += 1;
-        }
-    }
-}
-
-/// Whether `bytes` hold a control character, which JSON strings may not.
-fn has_control(bytes: &[u8]) -> bool {
-    crate::http::json_out::any_byte(bytes, |b| b < 0x20)
+    })?;
+    Some(PlainItem {
+        queue: queue?,
+        partition: partition.flatten(),
+        payload: payload.filter(|p| *p != "null"),
+        transaction_id: transaction_id.flatten(),
+    })
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::http::plain_json::{json_value, NESTING_MAX};
 
     fn item<'a>(queue: &'a str, partition: Option<&'a str>, payload: Option<&'a str>) -> PlainItem<'a> {
         PlainItem { queue, partition, payload, transaction_id: None }
@@ -325,6 +116,20 @@ mod tests {
 
     fn items_of(s: &str) -> Option<Vec<PlainItem<'_>>> {
         items(s.as_bytes())
+    }
+
+    #[test]
+    fn lone_values_read_or_declined() {
+        assert_eq!(json_value(" {\"a\":[1,\"\\u00e9\"]}\n"), Some("{\"a\":[1,\"\\u00e9\"]}"));
+        assert_eq!(json_value("\"x\""), Some("\"x\""));
+        assert_eq!(json_value("-0.5e+3"), Some("-0.5e+3"));
+        for no in ["", " ", "01", "{", "[1,]", "1 2", "\"a\tb\"", "nul", "{\"a\":1}x"] {
+            assert_eq!(json_value(no), None, "{no:?}");
+        }
+        // Deeper than the plain reader follows: serde judges it.
+        let deep = format!("{}{}", "[".repeat(NESTING_MAX + 1), "]".repeat(NESTING_MAX + 1));
+        assert_eq!(json_value(&deep), None);
+        assert!(serde_json::from_str::<serde_json::Value>(&deep).is_ok());
     }
 
     #[test]
@@ -364,7 +169,7 @@ mod tests {
     }
 
     /// Pieces a generated body is made of: names, values, broken values.
-    const VALUES: &[&str] = &[
+    pub(crate) const VALUES: &[&str] = &[
         r#""q""#,
         r#""p-1""#,
         r#""""#,
@@ -398,7 +203,7 @@ mod tests {
     ];
     const KEYS: &[&str] =
         &["queue", "partition", "payload", "transactionId", "traceId", "producerSub", "qu\\u0065ue", "items", ""];
-    const SPACE: &[&str] = &["", " ", "\n", "\t ", "\r\n"];
+    pub(crate) const SPACE: &[&str] = &["", " ", "\n", "\t ", "\r\n"];
 
     fn body_of(items: &[Vec<(usize, usize)>], space: usize, extra: Option<usize>) -> String {
         let ws = SPACE[space % SPACE.len()];
@@ -436,6 +241,29 @@ mod tests {
             }
             proptest::prop_assert!(crate::http::routes::push::plain_reader_agrees(&body),
                 "disagree on {}", String::from_utf8_lossy(&body));
+        }
+
+        /// A lone value (as a stored payload is checked on its way out): what
+        /// the plain reader accepts, serde reads as the same value text.
+        #[test]
+        fn lone_values_agree_with_serde(
+            parts in proptest::collection::vec(0usize..VALUES.len(), 1..4),
+            space in 0usize..SPACE.len(),
+            cut in proptest::option::of((0usize..200, 0u8..128)),
+        ) {
+            let ws = SPACE[space % SPACE.len()];
+            let inner: Vec<&str> = parts.iter().map(|&v| VALUES[v]).collect();
+            let text = if inner.len() == 1 { inner[0].to_string() } else { format!("[{}]", inner.join(",")) };
+            let mut bytes = format!("{ws}{text}{ws}").into_bytes();
+            if let Some((at, byte)) = cut {
+                let at = at % (bytes.len() + 1);
+                if byte % 2 == 0 { bytes.truncate(at) } else { bytes.insert(at, byte) }
+            }
+            let Ok(text) = std::str::from_utf8(&bytes) else { return Ok(()) };
+            if let Some(value) = json_value(text) {
+                let by_serde = serde_json::from_str::<&serde_json::value::RawValue>(text).map(|r| r.get());
+                proptest::prop_assert_eq!(by_serde.ok(), Some(value), "on {:?}", text);
+            }
         }
 
         #[test]

@@ -74,17 +74,6 @@ pub fn uuid_string(b: &[u8; 16]) -> String {
     uuid::Uuid::from_bytes(*b).to_string()
 }
 
-/// A JSON answer rendered into one `Vec` (axum's `Json` writes token by
-/// token through a `BytesMut` writer, which cost a tenth of a pop's
-/// instructions).
-pub fn json_answer<T: Serialize>(status: axum::http::StatusCode, body: &T) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    match serde_json::to_vec(body) {
-        Ok(bytes) => crate::http::json_out::answer(status, bytes),
-        Err(e) => ApiError::internal(format!("rendering an answer: {e}")).into_response(),
-    }
-}
-
 /// A value the answer spells as a JSON string (ids, times, partition
 /// ids), written without an intermediate `String`.
 pub struct Text<T>(pub T);
@@ -139,7 +128,7 @@ pub struct MessageJson<'a> {
     pub id: UuidText,
     pub transaction_id: String,
     pub trace_id: Option<UuidText>,
-    pub data: Box<RawValue>,
+    pub data: JsonText,
     pub producer_sub: Option<String>,
     pub created_at: Text<Iso>,
     pub partition_id: NumberText,
@@ -218,8 +207,24 @@ impl PopJson<'_> {
     /// was a tenth of its instructions).
     pub fn to_bytes(&self) -> Vec<u8> {
         use crate::http::json_out as j;
-        let payloads: usize = self.messages.iter().map(|m| m.data.get().len()).sum();
-        let mut out = Vec::with_capacity(256 + payloads + self.messages.len() * 320);
+        // Room for the whole answer at once (a guess short of it made most
+        // pop answers grow, and copy themselves, at least once): each
+        // message's keys, ids, times and numbers take under 400 bytes.
+        let texts: usize = self
+            .messages
+            .iter()
+            .map(|m| {
+                let sub = m.producer_sub.as_ref().map_or(0, String::len);
+                400 + m.data.get().len()
+                    + m.transaction_id.len()
+                    + sub
+                    + m.partition.len()
+                    + m.queue.len()
+                    + m.lease_id.len()
+                    + m.consumer_group.len()
+            })
+            .sum();
+        let mut out = Vec::with_capacity(512 + self.queue.len() + self.partition.len() + self.lease_id.len() + texts);
         out.extend_from_slice(b"{\"success\":");
         out.extend_from_slice(if self.success { b"true" } else { b"false" });
         out.extend_from_slice(b",\"queue\":");
@@ -263,7 +268,16 @@ impl PopJson<'_> {
 /// A time as its quoted ISO-8601 text.
 fn iso(out: &mut Vec<u8>, t: &Iso) {
     use std::io::Write;
-    let _ = write!(out, "\"{t}\"");
+    match t.fixed_width() {
+        Some(text) => {
+            out.push(b'"');
+            out.extend_from_slice(&text);
+            out.push(b'"');
+        }
+        None => {
+            let _ = write!(out, "\"{t}\"");
+        }
+    }
 }
 
 /// Reads the bodies of a pop's messages and builds the answer.
@@ -278,7 +292,7 @@ pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint
                 id: uuid_text(&b.id),
                 transaction_id: b.transaction_id,
                 trace_id: b.trace_id.as_ref().map(uuid_text),
-                data: payload_raw(b.payload),
+                data: payload_json(b.payload),
                 producer_sub,
                 created_at: Text(Iso(b.created_ms)),
                 partition_id: NumberText(c.partition_id),
@@ -309,35 +323,67 @@ pub fn pop_json<'a>(node: &Replica, r: &'a PopResult, group: &'a str, queue_hint
     })
 }
 
-/// A stored payload as raw JSON. The edge only accepts JSON documents, but
+/// Text known to be one JSON value, written into an answer as it is.
+pub struct JsonText(String);
+
+impl JsonText {
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &RawValue = serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+/// A stored payload as JSON text. The edge only accepts JSON documents, but
 /// whatever got in some other way (an older version, a bug) must not make
 /// its partition unreadable: a payload that is not JSON in UTF-8 is delivered
 /// as `{"unreadablePayload": {"reason", "base64"}}`, its bytes intact, so the
 /// reader can take it, dead-letter it or ack past it.
-pub fn payload_raw(p: Vec<u8>) -> Box<RawValue> {
+///
+/// The check is the one-pass reader of push bodies (`plain_json::json_value`),
+/// with serde judging only what that reader declines: serde's check, done
+/// twice (once to judge, once more by `RawValue::from_string`), was a
+/// seventh of a consumed message's instructions.
+pub fn payload_json(p: Vec<u8>) -> JsonText {
     if p.is_empty() {
-        return RawValue::from_string("null".into()).expect("null is JSON");
+        return JsonText("null".into());
     }
-    let reason = match std::str::from_utf8(&p) {
-        Err(e) => format!("the stored payload is not UTF-8: {e}"),
-        Ok(text) => match serde_json::from_str::<&RawValue>(text) {
-            Err(e) => format!("the stored payload is not JSON: {e}"),
-            Ok(_) => {
-                let text = String::from_utf8(p).expect("checked UTF-8 above");
-                return RawValue::from_string(text).expect("checked JSON above");
+    let reason = match String::from_utf8(p) {
+        Err(e) => {
+            let reason = format!("the stored payload is not UTF-8: {}", e.utf8_error());
+            return unreadable_payload(reason, e.as_bytes());
+        }
+        Ok(text) => {
+            let value = match crate::http::plain_json::json_value(&text) {
+                Some(value) => Ok(value),
+                None => serde_json::from_str::<&RawValue>(&text).map(RawValue::get),
+            };
+            match value {
+                Ok(value) if value.len() == text.len() => return JsonText(text),
+                Ok(value) => return JsonText(value.to_string()),
+                Err(e) => (format!("the stored payload is not JSON: {e}"), text),
             }
-        },
+        }
     };
+    unreadable_payload(reason.0, reason.1.as_bytes())
+}
+
+fn unreadable_payload(reason: String, bytes: &[u8]) -> JsonText {
     let wrapped = serde_json::json!({ "unreadablePayload": {
         "reason": reason,
-        "base64": base64::engine::general_purpose::STANDARD.encode(&p),
+        "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
     }});
-    serde_json::value::to_raw_value(&wrapped).expect("a JSON value renders")
+    JsonText(wrapped.to_string())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::payload_raw;
+    use super::payload_json;
     use base64::Engine;
     use serde_json::{json, Value};
 
@@ -365,7 +411,7 @@ mod tests {
             id: UuidText([7; 16]),
             transaction_id: tx.to_string(),
             trace_id: trace.map(UuidText),
-            data: payload_raw(data.to_vec()),
+            data: payload_json(data.to_vec()),
             producer_sub: sub.map(str::to_string),
             created_at: Text(Iso(1_700_000_000_123)),
             partition_id: NumberText(42),
@@ -400,13 +446,18 @@ mod tests {
     }
 
     fn rendered(p: &[u8]) -> Value {
-        serde_json::from_str(payload_raw(p.to_vec()).get()).expect("always JSON")
+        serde_json::from_str(payload_json(p.to_vec()).get()).expect("always JSON")
     }
 
     #[test]
     fn json_payloads_render_as_themselves() {
         assert_eq!(rendered(b""), Value::Null);
         assert_eq!(rendered(br#"{"a":[1,"\u00e9"]}"#), json!({"a": [1, "é"]}));
+        // As serde's check left them: the value's own text, without the
+        // whitespace around it, however deep (past the plain reader's depth).
+        assert_eq!(payload_json(b" [1, 2]\n".to_vec()).get(), "[1, 2]");
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert_eq!(payload_json(deep.clone().into_bytes()).get(), deep);
     }
 
     #[test]

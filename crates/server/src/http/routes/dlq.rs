@@ -56,7 +56,7 @@ pub async fn read(State(node): State<Arc<Replica>>, RawQuery(q): RawQuery) -> Ap
     for (queue, e) in rows.into_iter().skip(offset).take(limit) {
         let (b, producer_sub) = read_message(&node, e.pos, e.len)?;
         let data: Value =
-            serde_json::from_str(crate::http::render::payload_raw(b.payload).get()).unwrap_or(Value::Null);
+            serde_json::from_str(crate::http::render::payload_json(b.payload).get()).unwrap_or(Value::Null);
         messages.push(json!({
             "id": uuid_string(&b.id),
             "transactionId": b.transaction_id,

@@ -52,7 +52,7 @@ struct TxnBody<'a> {
 /// serde's tagged enums cannot keep payloads as borrowed raw JSON.
 enum OpBody<'a> {
     Push { items: Vec<ItemBody<'a>> },
-    Ack(AckBody),
+    Ack(AckBody<'a>),
 }
 
 #[derive(Deserialize)]
@@ -218,7 +218,7 @@ fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<(
                     item.lease_id = sole_lease.clone();
                 }
                 ops.push(TxnOp::Ack { group, item });
-                labels.push(a.transaction_id.clone());
+                labels.push(a.transaction_id.to_string());
             }
         }
     }
