@@ -8,8 +8,9 @@
 //! - Helpers the routes share: [`dispatch`] (which group's router a request
 //!   goes to, by tenant or `/internal/g/{g}` prefix), [`tenant_header`],
 //!   [`forward`] (a follower relays to its group's leader), [`input`]
-//!   (bodies, queries, the requests no route can read), [`plain_push`]
-//!   (the one-pass reader of the usual JSON push body), [`render`],
+//!   (bodies, queries, the requests no route can read), [`plain_json`]
+//!   (the one-pass JSON reader) with the shapes it reads, [`plain_push`]
+//!   and [`plain_ack`] (the usual push and ack bodies), [`render`],
 //!   [`frames`] (the binary `QPB1`/`QTB1`/`QPF1` forms), [`producer`] (the
 //!   caller's identity stamped into payloads), [`error`] (`ApiError`), the
 //!   route class table ([`classes`]), the Raft group views

@@ -108,7 +108,7 @@ impl<'a> Fields<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::plain_push::tests::{SPACE, VALUES};
+    use crate::http::plain_push::tests::{damage, object_of, SPACE, VALUES};
     use crate::http::routes::ack::plain_reader_agrees;
 
     #[test]
@@ -164,14 +164,6 @@ mod tests {
         "transacti\\u006fnId",
     ];
 
-    fn ack_of(fields: &[(usize, usize)], ws: &str) -> String {
-        let members: Vec<String> = fields
-            .iter()
-            .map(|&(k, v)| format!("{ws}\"{}\"{ws}:{ws}{}", KEYS[k % KEYS.len()], VALUES[v % VALUES.len()]))
-            .collect();
-        format!("{ws}{{{}{ws}}}", members.join(","))
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
 
@@ -191,16 +183,12 @@ mod tests {
                 .iter()
                 .map(|&v| format!(r#"{{"transactionId":"t{v}","partitionId":"{v}","status":{}}}"#, VALUES[v]))
                 .collect();
-            rendered.extend(acks.iter().map(|fields| ack_of(fields, ws)));
+            rendered.extend(acks.iter().map(|fields| object_of(KEYS, fields, ws)));
             let group = group.map(|v| format!(",{ws}\"consumerGroup\":{ws}{}", VALUES[v])).unwrap_or_default();
             let mut body = format!("{ws}{{\"acknowledgments\":{ws}[{}]{group}}}{ws}", rendered.join(",")).into_bytes();
             let mut single = rendered.first().cloned().unwrap_or_default().into_bytes();
-            if let Some((at, byte)) = cut {
-                for b in [&mut body, &mut single] {
-                    let at = at % (b.len() + 1);
-                    if byte % 2 == 0 { b.truncate(at) } else { b.insert(at, byte) }
-                }
-            }
+            damage(&mut body, cut);
+            damage(&mut single, cut);
             proptest::prop_assert!(plain_reader_agrees(&body), "disagree on {}", String::from_utf8_lossy(&body));
             proptest::prop_assert!(plain_reader_agrees(&single), "disagree on {}", String::from_utf8_lossy(&single));
         }

@@ -205,18 +205,31 @@ pub(crate) mod tests {
         &["queue", "partition", "payload", "transactionId", "traceId", "producerSub", "qu\\u0065ue", "items", ""];
     pub(crate) const SPACE: &[&str] = &["", " ", "\n", "\t ", "\r\n"];
 
+    /// A generated object: each field a key of `keys` and a piece of
+    /// [`VALUES`], `ws` around every token.
+    pub(crate) fn object_of(keys: &[&str], fields: &[(usize, usize)], ws: &str) -> String {
+        let members: Vec<String> = fields
+            .iter()
+            .map(|&(k, v)| format!("{ws}\"{}\"{ws}:{ws}{}", keys[k % keys.len()], VALUES[v % VALUES.len()]))
+            .collect();
+        format!("{ws}{{{}{ws}}}", members.join(","))
+    }
+
+    /// A generated body damaged: cut short at, or a byte put in at, a place.
+    pub(crate) fn damage(body: &mut Vec<u8>, cut: Option<(usize, u8)>) {
+        if let Some((at, byte)) = cut {
+            let at = at % (body.len() + 1);
+            if byte % 2 == 0 {
+                body.truncate(at)
+            } else {
+                body.insert(at, byte)
+            }
+        }
+    }
+
     fn body_of(items: &[Vec<(usize, usize)>], space: usize, extra: Option<usize>) -> String {
         let ws = SPACE[space % SPACE.len()];
-        let rendered: Vec<String> = items
-            .iter()
-            .map(|fields| {
-                let members: Vec<String> = fields
-                    .iter()
-                    .map(|&(k, v)| format!("{ws}\"{}\"{ws}:{ws}{}", KEYS[k % KEYS.len()], VALUES[v % VALUES.len()]))
-                    .collect();
-                format!("{ws}{{{}{ws}}}", members.join(","))
-            })
-            .collect();
+        let rendered: Vec<String> = items.iter().map(|fields| object_of(KEYS, fields, ws)).collect();
         let extra = extra.map(|v| format!(",\"other\":{}", VALUES[v % VALUES.len()])).unwrap_or_default();
         format!("{ws}{{\"items\":{ws}[{}]{extra}}}{ws}", rendered.join(","))
     }
@@ -235,10 +248,7 @@ pub(crate) mod tests {
             cut in proptest::option::of((0usize..400, 0u8..128)),
         ) {
             let mut body = body_of(&items, space, extra).into_bytes();
-            if let Some((at, byte)) = cut {
-                let at = at % (body.len() + 1);
-                if byte % 2 == 0 { body.truncate(at) } else { body.insert(at, byte) }
-            }
+            damage(&mut body, cut);
             proptest::prop_assert!(crate::http::routes::push::plain_reader_agrees(&body),
                 "disagree on {}", String::from_utf8_lossy(&body));
         }
@@ -255,10 +265,7 @@ pub(crate) mod tests {
             let inner: Vec<&str> = parts.iter().map(|&v| VALUES[v]).collect();
             let text = if inner.len() == 1 { inner[0].to_string() } else { format!("[{}]", inner.join(",")) };
             let mut bytes = format!("{ws}{text}{ws}").into_bytes();
-            if let Some((at, byte)) = cut {
-                let at = at % (bytes.len() + 1);
-                if byte % 2 == 0 { bytes.truncate(at) } else { bytes.insert(at, byte) }
-            }
+            damage(&mut bytes, cut);
             let Ok(text) = std::str::from_utf8(&bytes) else { return Ok(()) };
             if let Some(value) = json_value(text) {
                 let by_serde = serde_json::from_str::<&serde_json::value::RawValue>(text).map(|r| r.get());
