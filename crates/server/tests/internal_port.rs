@@ -172,3 +172,35 @@ fn a_node_with_a_raft_address_refuses_to_start_without_a_token() {
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("INSECURE") && text.contains("without a cluster token"), "{text}");
 }
+
+/// A port one test process drew is drawn by no other until that process
+/// exits: two tests side by side drew the same port, and the second node's
+/// start failed with `Address already in use`.
+#[test]
+fn a_drawn_port_stays_reserved_for_its_process() {
+    let port = free_port();
+    // Held by this process: a second claim (even from here) is refused.
+    assert!(!support::reserve(port), "port {port} was claimed twice");
+    // Held by another process (flock(1) takes the same lock).
+    let other = free_port() + 1;
+    let path = std::env::temp_dir().join("regina-test-ports").join(other.to_string());
+    // `cat` holds it until its input closes.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-n")
+        .arg(&path)
+        .arg("cat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("flock(1) from util-linux");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut refused = false;
+    while !refused && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        refused = !support::reserve(other);
+    }
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    assert!(refused, "port {other}, locked by another process, was reserved here");
+}

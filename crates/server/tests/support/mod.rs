@@ -33,6 +33,9 @@ const START_ATTEMPTS: usize = 3;
 /// the kernel hands out itself may be taken as the local end of any
 /// outgoing connection of the tests running beside this one before the
 /// node binds it (seen as `Address already in use` in a cluster start).
+/// And each port drawn is reserved for this test process ([`reserve`]):
+/// two tests running beside each other drew the same port, one of them
+/// seconds before its node bound it.
 pub fn free_port() -> u16 {
     use std::hash::{BuildHasher, Hasher};
     let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
@@ -44,12 +47,32 @@ pub fn free_port() -> u16 {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u64(attempt);
         let port = low + (h.finish() % u64::from(high - low)) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if reserve(port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().expect("local address").port()
+}
+
+/// Reserves `port` until this process exits, against every other test
+/// process drawing ports at the same time: an exclusive lock on a file named
+/// after the port, kept open for the life of the process (the kernel drops
+/// it at exit, a crash included). `false` when another process holds it.
+pub fn reserve(port: u16) -> bool {
+    static HELD: std::sync::Mutex<Vec<File>> = std::sync::Mutex::new(Vec::new());
+    let dir = std::env::temp_dir().join("regina-test-ports");
+    let opened = std::fs::create_dir_all(&dir)
+        .and_then(|()| OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string())));
+    let Ok(file) = opened else {
+        // No place for reservations: the bind check alone, as before.
+        return true;
+    };
+    if file.try_lock().is_err() {
+        return false;
+    }
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    true
 }
 
 /// A temporary directory holding `data/` (the broker's data directory) and
