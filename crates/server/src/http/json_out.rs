@@ -55,6 +55,11 @@ fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
+/// `true` or `false`.
+pub fn boolean(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
 /// An unsigned number.
 pub fn number(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(decimal(&mut [0u8; 20], n).as_bytes());

@@ -34,15 +34,11 @@ pub(crate) fn batch(body: &[u8]) -> Option<PlainBatch<'_>> {
     let (mut acks, mut group) = (None, None);
     document(body, |r, key| match key {
         "acknowledgments" if acks.is_none() => {
-            r.expect(b'[')?;
-            let mut read = Vec::new();
-            r.elements(b']', |r| {
+            acks = Some(r.array(|r| {
                 let mut fields = Fields::default();
                 r.object(|r, key| fields.member(r, key))?;
-                read.push(fields.finish()?);
-                Some(())
-            })?;
-            acks = Some(read);
+                fields.finish()
+            })?);
             Some(())
         }
         "consumerGroup" if group.is_none() => {

@@ -57,38 +57,38 @@ impl<'a> Reader<'a> {
         Reader { text, at: 0, controls: has_control(text.as_bytes()) }
     }
 
-    pub(crate) fn bytes(&self) -> &'a [u8] {
+    fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
 
-    pub(crate) fn peek(&self) -> Option<u8> {
+    fn peek(&self) -> Option<u8> {
         self.bytes().get(self.at).copied()
     }
 
-    pub(crate) fn next(&mut self) -> Option<u8> {
+    fn next(&mut self) -> Option<u8> {
         let b = self.peek()?;
         self.at += 1;
         Some(b)
     }
 
-    pub(crate) fn eat(&mut self, b: u8) -> bool {
+    fn eat(&mut self, b: u8) -> bool {
         let found = self.peek() == Some(b);
         self.at += found as usize;
         found
     }
 
-    pub(crate) fn expect(&mut self, b: u8) -> Option<()> {
+    fn expect(&mut self, b: u8) -> Option<()> {
         self.eat(b).then_some(())
     }
 
     /// JSON's whitespace (as serde: space, tab, CR, LF).
-    pub(crate) fn space(&mut self) {
+    fn space(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
             self.at += 1;
         }
     }
 
-    pub(crate) fn colon(&mut self) -> Option<()> {
+    fn colon(&mut self) -> Option<()> {
         self.space();
         self.expect(b':')?;
         self.space();
@@ -97,7 +97,7 @@ impl<'a> Reader<'a> {
 
     /// After a member or element: `Some(false)` at a comma, `Some(true)`
     /// at `close`.
-    pub(crate) fn end_of_member(&mut self, close: u8) -> Option<bool> {
+    fn end_of_member(&mut self, close: u8) -> Option<bool> {
         self.space();
         match self.next()? {
             b',' => Some(false),
@@ -116,9 +116,20 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// An array, `element` reading each element into the result.
+    pub(crate) fn array<T>(&mut self, mut element: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        self.expect(b'[')?;
+        let mut read = Vec::new();
+        self.elements(b']', |r| {
+            read.push(element(r)?);
+            Some(())
+        })?;
+        Some(read)
+    }
+
     /// What follows an object's or array's opening byte: `element` read
     /// for each member or element, up to `close`.
-    pub(crate) fn elements(&mut self, close: u8, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+    fn elements(&mut self, close: u8, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.space();
         if self.eat(close) {
             return Some(());
@@ -153,7 +164,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Any string, escapes checked as serde checks them.
-    pub(crate) fn string(&mut self) -> Option<()> {
+    fn string(&mut self) -> Option<()> {
         self.expect(b'"')?;
         loop {
             let rest = &self.bytes()[self.at..];
@@ -204,7 +215,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
         let found = self.bytes()[self.at..].starts_with(word);
         self.at += if found { word.len() } else { 0 };
         found.then_some(())
@@ -212,7 +223,7 @@ impl<'a> Reader<'a> {
 
     /// `-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?`; a digit right after
     /// a leading 0 is left for the caller, which refuses it.
-    pub(crate) fn number(&mut self) -> Option<()> {
+    fn number(&mut self) -> Option<()> {
         self.eat(b'-');
         match self.next()? {
             b'0' => {}
@@ -234,7 +245,7 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
-    pub(crate) fn digits(&mut self) {
+    fn digits(&mut self) {
         while self.peek().is_some_and(|b| b.is_ascii_digit()) {
             self.at += 1;
         }

@@ -32,22 +32,12 @@ pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
     document(body, |r, key| match key {
         "items" if items.is_some() => None,
         "items" => {
-            items = Some(push_items(r)?);
+            items = Some(r.array(push_item)?);
             Some(())
         }
         _ => r.value(1),
     })?;
     items
-}
-
-fn push_items<'a>(r: &mut Reader<'a>) -> Option<Vec<PlainItem<'a>>> {
-    r.expect(b'[')?;
-    let mut items = Vec::new();
-    r.elements(b']', |r| {
-        items.push(push_item(r)?);
-        Some(())
-    })?;
-    Some(items)
 }
 
 fn push_item<'a>(r: &mut Reader<'a>) -> Option<PlainItem<'a>> {

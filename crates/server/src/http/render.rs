@@ -226,7 +226,7 @@ impl PopJson<'_> {
             .sum();
         let mut out = Vec::with_capacity(512 + self.queue.len() + self.partition.len() + self.lease_id.len() + texts);
         out.extend_from_slice(b"{\"success\":");
-        out.extend_from_slice(if self.success { b"true" } else { b"false" });
+        j::boolean(&mut out, self.success);
         out.extend_from_slice(b",\"queue\":");
         j::string(&mut out, self.queue);
         out.extend_from_slice(b",\"partition\":");
@@ -353,24 +353,22 @@ pub fn payload_json(p: Vec<u8>) -> JsonText {
     if p.is_empty() {
         return JsonText("null".into());
     }
-    let reason = match String::from_utf8(p) {
+    let text = match String::from_utf8(p) {
+        Ok(text) => text,
         Err(e) => {
             let reason = format!("the stored payload is not UTF-8: {}", e.utf8_error());
             return unreadable_payload(reason, e.as_bytes());
         }
-        Ok(text) => {
-            let value = match crate::http::plain_json::json_value(&text) {
-                Some(value) => Ok(value),
-                None => serde_json::from_str::<&RawValue>(&text).map(RawValue::get),
-            };
-            match value {
-                Ok(value) if value.len() == text.len() => return JsonText(text),
-                Ok(value) => return JsonText(value.to_string()),
-                Err(e) => (format!("the stored payload is not JSON: {e}"), text),
-            }
-        }
     };
-    unreadable_payload(reason.0, reason.1.as_bytes())
+    let value = match crate::http::plain_json::json_value(&text) {
+        Some(value) => Ok(value),
+        None => serde_json::from_str::<&RawValue>(&text).map(RawValue::get),
+    };
+    match value {
+        Ok(value) if value.len() == text.len() => JsonText(text),
+        Ok(value) => JsonText(value.to_string()),
+        Err(e) => unreadable_payload(format!("the stored payload is not JSON: {e}"), text.as_bytes()),
+    }
 }
 
 fn unreadable_payload(reason: String, bytes: &[u8]) -> JsonText {
