@@ -4,6 +4,7 @@
 //! includes any time producers fell behind schedule: no coordinated
 //! omission. The same delivery checks as `consume` apply.
 
+use std::io::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,11 @@ use serde_json::{json, Value};
 
 use crate::args::Args;
 use crate::check::{self, Expected};
-use crate::consume::{finish, push_items};
+use crate::consume::finish;
 use crate::consumer::{self, now_micros, Shared};
 use crate::progress::Progress;
-use crate::scenarios::{client, join_all};
+use crate::http1::Http1;
+use crate::scenarios::join_all;
 use crate::stats::Samples;
 
 /// After producers stop, consumers get this long to drain what was sent.
@@ -33,7 +35,6 @@ struct Produced {
 /// `start + k / rate`, batching whatever is due (at most `batch`).
 #[allow(clippy::too_many_arguments)]
 async fn produce(
-    http: reqwest::Client,
     a: Args,
     queue: String,
     id: usize,
@@ -45,6 +46,9 @@ async fn produce(
 ) -> Result<Produced, String> {
     let end = start + Duration::from_secs_f64(a.seconds);
     let pad = "x".repeat(a.payload.saturating_sub(40));
+    let queue_json = Value::from(queue.as_str()).to_string();
+    let mut conn = Http1::new(&a.url)?;
+    let mut body = Vec::with_capacity(a.batch * (a.payload + queue_json.len() + 80));
     let mut out = Produced { expected: Expected::new(), push: Samples::default(), behind: 0 };
     let mut next_seq = vec![0u64; owned.len()];
     let mut k: u64 = 0;
@@ -63,20 +67,27 @@ async fn produce(
             continue;
         }
         let n = (due - k).min(a.batch as u64);
-        let mut items = Vec::with_capacity(n as usize);
         let mut batch_expected = Vec::with_capacity(n as usize);
+        body.clear();
+        body.extend_from_slice(b"{\"items\":[");
         for j in k..k + n {
             let slot = (j % owned.len() as u64) as usize;
             let (part, seq) = (owned[slot], next_seq[slot]);
             next_seq[slot] += 1;
             let intended_us = start_epoch_us + (j as f64 * 1e6 / rate) as u64;
             let (txn, name) = (format!("e{id}-{j}"), format!("p{part}"));
-            items.push(json!({"queue": queue, "partition": name, "transactionId": txn,
-                              "payload": {"t": intended_us, "s": seq, "d": pad}}));
+            let comma = if j == k { "" } else { "," };
+            let _ = write!(
+                body,
+                "{comma}{{\"queue\":{queue_json},\"partition\":\"{name}\",\"transactionId\":\"{txn}\",\
+                 \"payload\":{{\"t\":{intended_us},\"s\":{seq},\"d\":\"{pad}\"}}}}"
+            );
             batch_expected.push((txn, (name, seq)));
         }
+        body.extend_from_slice(b"]}");
         let t = Instant::now();
-        push_items(&http, &a.url, items).await?;
+        let r = conn.post("/api/v1/push", &[], &body).await.map_err(|e| format!("push failed: {e}"))?;
+        check_queued(r.status, &r.body, n as usize)?;
         out.push.record(t.elapsed().as_micros() as u64);
         out.expected.extend(batch_expected);
         progress.add(1, n);
@@ -86,8 +97,27 @@ async fn produce(
     Ok(out)
 }
 
+/// Checks a push answer: one result per item, each queued.
+fn check_queued(status: u16, body: &[u8], n: usize) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Item<'a> {
+        #[serde(borrow)]
+        status: &'a str,
+    }
+    if !(200..300).contains(&status) {
+        return Err(format!("push answered {status}: {}", String::from_utf8_lossy(body)));
+    }
+    let results: Vec<Item> = serde_json::from_slice(body).map_err(|e| format!("push answer: {e}"))?;
+    if results.len() != n {
+        return Err(format!("push of {n} items answered {} results", results.len()));
+    }
+    match results.iter().find(|r| r.status != "queued") {
+        Some(bad) => Err(format!("push item not queued: {}", bad.status)),
+        None => Ok(()),
+    }
+}
+
 pub async fn run(a: &Args) -> Result<Value, String> {
-    let http = client();
     let queue = consumer::run_queue(&a.queue, "e2e");
     let progress = Progress::start("e2e", &["consumed", "sent"]);
     let shared = Shared::new(a.groups, u64::MAX);
@@ -102,8 +132,8 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     let mut tasks = Vec::new();
     for p in 0..producers {
         let owned: Vec<usize> = (p..a.partitions).step_by(producers).collect();
-        let (http, a, queue, progress) = (http.clone(), a.clone(), queue.clone(), progress.clone());
-        tasks.push(tokio::spawn(produce(http, a, queue, p, owned, per_producer, start, start_epoch_us, progress)));
+        let (a, queue, progress) = (a.clone(), queue.clone(), progress.clone());
+        tasks.push(tokio::spawn(produce(a, queue, p, owned, per_producer, start, start_epoch_us, progress)));
     }
     let (mut expected, mut push, mut behind) = (Expected::new(), Samples::default(), 0u64);
     let produced = join_all(tasks, |p: Produced| {
