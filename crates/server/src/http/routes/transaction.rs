@@ -10,19 +10,20 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use serde_json::value::{to_raw_value, RawValue};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use regina_state::command::PushItem;
 use regina_state::command::{TxnCmd, TxnOp};
-use regina_state::outcome::{KvReason, PushStatus, TxnOutcome, TxnResult};
+use regina_state::outcome::{AckResult, KvReason, PushResult, PushStatus, TxnOutcome, TxnResult};
 use regina_state::{Command, Outcome};
 use regina_types::limits::PUSH_ITEMS_MAX;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::{body_bytes, json_body};
-use crate::http::render::uuid_string;
+use crate::http::json_out as j;
 use crate::http::routes::ack::{judge, AckBody, Judged};
 use crate::http::routes::binary;
 use crate::http::routes::kv::input::{parse_ops, Scope};
@@ -147,8 +148,7 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
     match t {
         TxnOutcome::Committed(results) => {
             let step = StepParts { ops: &ops, labels: &labels, kv: &kv, timers: &timer_ops, jobs: &jobs };
-            let rendered = step.render(&results)?;
-            Ok(axum::Json(Committed { transaction_id: &txn_id, success: true, results: rendered }).into_response())
+            Ok(j::answer(axum::http::StatusCode::OK, step.answer(&txn_id, &results)?))
         }
         refusal => Ok(refusal_answer(refusal, &txn_id, &kv)),
     }
@@ -235,52 +235,106 @@ struct StepParts<'a> {
 }
 
 impl StepParts<'_> {
-    /// One rendered result per committed op: pushes and acks, then KV,
-    /// timer and job riders, each with its flat `index`.
-    fn render(&self, results: &[TxnResult]) -> ApiResult<Vec<Box<RawValue>>> {
-        let (ops, kv, timer_ops, jobs, labels) = (self.ops, self.kv, self.timers, self.jobs, self.labels);
-        let mut rendered = Vec::with_capacity(results.len());
+    /// The committed answer, written straight to bytes:
+    /// `{"transactionId", "success": true, "results": [...]}` with one
+    /// result per committed op (pushes and acks, then KV, timer and job
+    /// riders, each with its flat `index`).
+    fn answer(&self, txn_id: &str, results: &[TxnResult]) -> ApiResult<Vec<u8>> {
+        let mut out = Vec::with_capacity(96 + results.len() * 256);
+        out.extend_from_slice(b"{\"transactionId\":");
+        j::string(&mut out, txn_id);
+        out.extend_from_slice(b",\"success\":true,\"results\":[");
         for (i, r) in results.iter().enumerate() {
-            let item = match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
-                (TxnResult::Job(j), _, _) => {
-                    let op_index = i - ops.len() - kv.len() - timer_ops.len();
-                    let mut v = crate::http::routes::jobs::render::result(jobs[op_index].name, j);
-                    v["index"] = json!(i);
-                    v["opIndex"] = json!(op_index);
-                    v["type"] = json!("job");
-                    v["success"] = json!(true);
-                    to_raw_value(&v)
-                }
-                (TxnResult::Timer(t), _, _) => {
-                    let op_index = i - ops.len() - kv.len();
-                    let mut v = crate::http::routes::timers::render(&timer_ops[op_index], t, None);
-                    v["index"] = json!(i);
-                    v["opIndex"] = json!(op_index);
-                    v["type"] = json!("timer");
-                    to_raw_value(&v)
-                }
-                (TxnResult::Kv(k), _, Some(op)) => {
-                    let op_index = i - ops.len();
-                    to_raw_value(&result_json(op_index, op, k).in_transaction(i))
-                }
-                (r, Some(op), _) => to_raw_value(&render(i, r, op, &labels[i])),
-                _ => to_raw_value(
-                    &json!({ "index": i, "success": false, "error": "result does not match its operation" }),
-                ),
-            };
-            rendered.push(item.map_err(|e| ApiError::internal(format!("rendering result {i}: {e}")))?);
+            if i > 0 {
+                out.push(b',');
+            }
+            self.result(&mut out, i, r).map_err(|e| ApiError::internal(format!("rendering result {i}: {e}")))?;
         }
-        Ok(rendered)
+        out.extend_from_slice(b"]}");
+        Ok(out)
+    }
+
+    fn result(&self, out: &mut Vec<u8>, i: usize, r: &TxnResult) -> serde_json::Result<()> {
+        let (ops, kv, timer_ops, jobs) = (self.ops, self.kv, self.timers, self.jobs);
+        match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
+            (TxnResult::Job(job), _, _) => {
+                let op_index = i - ops.len() - kv.len() - timer_ops.len();
+                let mut v = crate::http::routes::jobs::render::result(jobs[op_index].name, job);
+                v["index"] = json!(i);
+                v["opIndex"] = json!(op_index);
+                v["type"] = json!("job");
+                v["success"] = json!(true);
+                serde_json::to_writer(out, &v)
+            }
+            (TxnResult::Timer(t), _, _) => {
+                let op_index = i - ops.len() - kv.len();
+                let mut v = crate::http::routes::timers::render(&timer_ops[op_index], t, None);
+                v["index"] = json!(i);
+                v["opIndex"] = json!(op_index);
+                v["type"] = json!("timer");
+                serde_json::to_writer(out, &v)
+            }
+            (TxnResult::Kv(k), _, Some(op)) => {
+                serde_json::to_writer(out, &result_json(i - ops.len(), op, k).in_transaction(i))
+            }
+            (TxnResult::Push(p), Some(TxnOp::Push(item)), _) => {
+                push_result(out, i, p, item, &self.labels[i]);
+                Ok(())
+            }
+            (TxnResult::Ack(a), Some(_), _) => {
+                ack_result(out, i, a, &self.labels[i]);
+                Ok(())
+            }
+            _ => {
+                out.extend_from_slice(b"{\"index\":");
+                j::number(out, i as u64);
+                out.extend_from_slice(b",\"success\":false,\"error\":\"result does not match its operation\"}");
+                Ok(())
+            }
+        }
     }
 }
 
-/// Rendered results keep each KV value's stored JSON text as it is.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Committed<'a> {
-    transaction_id: &'a str,
-    success: bool,
-    results: Vec<Box<RawValue>>,
+/// A committed push's result (`queueName` is the item's queue).
+fn push_result(out: &mut Vec<u8>, i: usize, p: &PushResult, item: &PushItem, queue: &str) {
+    out.extend_from_slice(b"{\"index\":");
+    j::number(out, i as u64);
+    out.extend_from_slice(b",\"type\":\"push\",\"success\":true,\"transactionId\":");
+    j::string(out, &item.transaction_id);
+    out.extend_from_slice(b",\"messageId\":");
+    match &p.message_id {
+        Some(id) => j::uuid(out, id),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"queueName\":");
+    j::string(out, queue);
+    out.extend_from_slice(b",\"partitionId\":");
+    j::number_text(out, p.partition_id);
+    out.extend_from_slice(b",\"offset\":");
+    j::number(out, p.offset);
+    out.extend_from_slice(b",\"duplicate\":");
+    j::boolean(out, p.status == PushStatus::Duplicate);
+    out.push(b'}');
+}
+
+/// A committed ack's result (`transactionId` is the acked message's).
+fn ack_result(out: &mut Vec<u8>, i: usize, a: &AckResult, transaction_id: &str) {
+    out.extend_from_slice(b"{\"index\":");
+    j::number(out, i as u64);
+    out.extend_from_slice(b",\"type\":\"ack\",\"success\":");
+    j::boolean(out, a.success);
+    out.extend_from_slice(b",\"transactionId\":");
+    j::string(out, transaction_id);
+    out.extend_from_slice(b",\"error\":");
+    match &a.error {
+        Some(e) => j::string(out, e),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"dlq\":");
+    j::boolean(out, a.dlq);
+    out.extend_from_slice(b",\"leaseReleased\":");
+    j::boolean(out, a.lease_released);
+    out.push(b'}');
 }
 
 fn refused(failed_index: usize, reason: &str, error: &str) -> (axum::http::StatusCode, axum::Json<Value>) {
@@ -297,28 +351,94 @@ fn refused(failed_index: usize, reason: &str, error: &str) -> (axum::http::Statu
     )
 }
 
-fn render(i: usize, r: &TxnResult, op: &TxnOp, label: &str) -> Value {
-    match (r, op) {
-        (TxnResult::Push(p), TxnOp::Push(item)) => json!({
-            "index": i,
-            "type": "push",
-            "success": true,
-            "transactionId": item.transaction_id,
-            "messageId": p.message_id.as_ref().map(uuid_string),
-            "queueName": label,
-            "partitionId": p.partition_id.to_string(),
-            "offset": p.offset,
-            "duplicate": p.status == PushStatus::Duplicate,
-        }),
-        (TxnResult::Ack(a), _) => json!({
-            "index": i,
-            "type": "ack",
-            "success": a.success,
-            "transactionId": label,
-            "error": a.error,
-            "dlq": a.dlq,
-            "leaseReleased": a.lease_released,
-        }),
-        _ => json!({ "index": i, "success": false, "error": "result does not match its operation" }),
+#[cfg(test)]
+mod tests {
+    use regina_state::command::{AckItem, AckStatus, KvOp};
+    use regina_state::outcome::KvResult;
+    use serde_json::json;
+
+    use super::*;
+
+    fn push(txn: &str) -> TxnOp {
+        TxnOp::Push(PushItem {
+            queue: "out".into(),
+            partition: "p".into(),
+            transaction_id: txn.into(),
+            trace_id: None,
+            message_id: [7; 16],
+            payload: b"{}".to_vec(),
+        })
+    }
+
+    /// The committed answer, every field of every result, as the clients read it.
+    #[test]
+    fn a_committed_step_answers_every_result_in_full() {
+        let ack = AckItem {
+            partition_id: 3,
+            transaction_id: "m\"1".into(),
+            status: AckStatus::Completed,
+            error: None,
+            lease_id: None,
+        };
+        let ops = [push("t-new"), push("t-dup"), TxnOp::Ack { group: QUEUE_MODE_GROUP.into(), item: ack }];
+        let labels = ["out".to_string(), "out".to_string(), "m\"1".to_string()];
+        let kv = [KvOp::Get { ns: "n".into(), key: "k".into() }];
+        let row = regina_state::outcome::KvRowView {
+            key: "k".into(),
+            value: Some(br#"{"a":1}"#.to_vec()),
+            version: 2,
+            expires_ms: None,
+            updated_ms: 1_000,
+            created_ms: 500,
+        };
+        let results = [
+            TxnResult::Push(PushResult {
+                status: PushStatus::Queued,
+                partition_id: 12,
+                offset: 4,
+                pos: 0,
+                len: 2,
+                message_id: Some([0xab; 16]),
+            }),
+            TxnResult::Push(PushResult {
+                status: PushStatus::Duplicate,
+                partition_id: 12,
+                offset: 1,
+                pos: 0,
+                len: 2,
+                message_id: None,
+            }),
+            TxnResult::Ack(AckResult {
+                success: false,
+                error: Some("lease \"x\" expired".into()),
+                lease_released: true,
+                dlq: false,
+                noop: false,
+            }),
+            TxnResult::Kv(KvResult::Got(Some(row))),
+        ];
+        let step = StepParts { ops: &ops, labels: &labels, kv: &kv, timers: &[], jobs: &[] };
+        let answer: serde_json::Value = serde_json::from_slice(&step.answer("txn-1", &results).unwrap()).unwrap();
+        let TxnResult::Kv(got) = &results[3] else { unreachable!() };
+        let kv_result = serde_json::to_value(result_json(0, &kv[0], got).in_transaction(3)).unwrap();
+        let id = uuid::Uuid::from_bytes([0xab; 16]).to_string();
+        assert_eq!(
+            answer,
+            json!({
+                "transactionId": "txn-1",
+                "success": true,
+                "results": [
+                    { "index": 0, "type": "push", "success": true, "transactionId": "t-new", "messageId": id,
+                      "queueName": "out", "partitionId": "12", "offset": 4, "duplicate": false },
+                    { "index": 1, "type": "push", "success": true, "transactionId": "t-dup", "messageId": null,
+                      "queueName": "out", "partitionId": "12", "offset": 1, "duplicate": true },
+                    { "index": 2, "type": "ack", "success": false, "transactionId": "m\"1",
+                      "error": "lease \"x\" expired", "dlq": false, "leaseReleased": true },
+                    kv_result,
+                ],
+            })
+        );
+        assert_eq!(answer["results"][3]["value"], json!({ "a": 1 }), "{answer}");
+        assert_eq!(answer["results"][3]["index"], json!(3), "{answer}");
     }
 }
