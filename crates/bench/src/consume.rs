@@ -25,18 +25,30 @@ pub async fn push_items(http: &reqwest::Client, url: &str, items: Vec<Value>) ->
         .send()
         .await
         .map_err(|e| format!("push failed: {e}"))?;
-    if !r.status().is_success() {
-        return Err(format!("push answered {}", r.status()));
+    let status = r.status().as_u16();
+    let body = r.bytes().await.map_err(|e| format!("push answer: {e}"))?;
+    check_queued(status, &body, n)
+}
+
+/// Checks a push answer: a success, one result per item, each queued.
+pub fn check_queued(status: u16, body: &[u8], n: usize) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Item<'a> {
+        #[serde(borrow)]
+        status: &'a str,
     }
-    let answer: Value = r.json().await.map_err(|e| format!("push answer is not JSON: {e}"))?;
-    let results = answer.as_array().ok_or_else(|| format!("push answer is not an array: {answer}"))?;
+    if !(200..300).contains(&status) {
+        return Err(format!("push answered {status}: {}", String::from_utf8_lossy(body)));
+    }
+    let results: Vec<Item> =
+        serde_json::from_slice(body).map_err(|e| format!("push answer is not the expected JSON: {e}"))?;
     if results.len() != n {
         return Err(format!("push of {n} items answered {} results", results.len()));
     }
-    if let Some(bad) = results.iter().find(|x| x["status"] != "queued") {
-        return Err(format!("push item not queued: {bad}"));
+    match results.iter().find(|r| r.status != "queued") {
+        Some(bad) => Err(format!("push item not queued: {}", bad.status)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Writes `messages` across `partitions`. Each partition is written by one

@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 
 use crate::args::Args;
 use crate::check::{self, Expected};
-use crate::consume::finish;
+use crate::consume::{check_queued, finish};
 use crate::consumer::{self, now_micros, Shared};
-use crate::progress::Progress;
 use crate::http1::Http1;
+use crate::progress::Progress;
 use crate::scenarios::join_all;
 use crate::stats::Samples;
 
@@ -95,26 +95,6 @@ async fn produce(
     }
     out.behind = total - k;
     Ok(out)
-}
-
-/// Checks a push answer: one result per item, each queued.
-fn check_queued(status: u16, body: &[u8], n: usize) -> Result<(), String> {
-    #[derive(serde::Deserialize)]
-    struct Item<'a> {
-        #[serde(borrow)]
-        status: &'a str,
-    }
-    if !(200..300).contains(&status) {
-        return Err(format!("push answered {status}: {}", String::from_utf8_lossy(body)));
-    }
-    let results: Vec<Item> = serde_json::from_slice(body).map_err(|e| format!("push answer: {e}"))?;
-    if results.len() != n {
-        return Err(format!("push of {n} items answered {} results", results.len()));
-    }
-    match results.iter().find(|r| r.status != "queued") {
-        Some(bad) => Err(format!("push item not queued: {}", bad.status)),
-        None => Ok(()),
-    }
 }
 
 pub async fn run(a: &Args) -> Result<Value, String> {

@@ -3,14 +3,16 @@
 //! batch of new partitions) and `scale` (a queue grown step by step), so
 //! both measure creation the same way.
 
+use std::io::Write as _;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::consume::push_items;
+use crate::consume::check_queued;
+use crate::http1::Http1;
 use crate::progress::Progress;
 use crate::scenarios::join_all;
 use crate::stats::Samples;
@@ -22,9 +24,10 @@ pub fn partition_name(i: u64) -> String {
     format!("p{i}")
 }
 
-/// Where and how to push.
+/// Where and how to push. (Each producer sends through one keep-alive
+/// connection of its own, `crate::http1`, with bodies written straight to
+/// bytes: the load generator shares the machine with the broker.)
 pub struct Target<'a> {
-    pub http: &'a reqwest::Client,
     pub url: &'a str,
     pub queue: &'a str,
     /// Concurrent pushes in flight.
@@ -50,10 +53,9 @@ pub async fn create(
     let payload = "x".repeat(t.payload.saturating_sub(10));
     let mut tasks = Vec::new();
     for _ in 0..t.producers.max(1) {
-        let (http, url, queue, next, progress, payload, range) = (
-            t.http.clone(),
+        let (url, queue, next, progress, payload, range) = (
             t.url.to_string(),
-            t.queue.to_string(),
+            Value::from(t.queue).to_string(),
             next.clone(),
             progress.clone(),
             payload.clone(),
@@ -61,6 +63,8 @@ pub async fn create(
         );
         tasks.push(tokio::spawn(async move {
             let mut lat = Samples::default();
+            let mut conn = Http1::new(&url)?;
+            let mut body = Vec::with_capacity(ITEMS_PER_PUSH as usize * (payload.len() + queue.len() + 64));
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= pushes {
@@ -71,14 +75,10 @@ pub async fn create(
                 }
                 let first = range.start + i * ITEMS_PER_PUSH;
                 let last = (first + ITEMS_PER_PUSH).min(range.end);
-                let items: Vec<Value> = (first..last)
-                    .map(|p| {
-                        json!({"queue": queue, "partition": partition_name(p), "transactionId": format!("n{p}"),
-                               "payload": {"d": payload}})
-                    })
-                    .collect();
+                write_body(&mut body, &queue, first..last, &payload);
                 let t = Instant::now();
-                push_items(&http, &url, items).await?;
+                let r = conn.post("/api/v1/push", &[], &body).await.map_err(|e| format!("push failed: {e}"))?;
+                check_queued(r.status, &r.body, (last - first) as usize)?;
                 lat.record(t.elapsed().as_micros() as u64);
                 progress.add(counter, last - first);
             }
@@ -88,6 +88,22 @@ pub async fn create(
     let mut lat = Samples::default();
     join_all(tasks, |l| lat.merge(l)).await?;
     Ok(lat)
+}
+
+/// The push body creating partitions `range` of the queue named by the
+/// JSON string `queue`, one message each.
+fn write_body(body: &mut Vec<u8>, queue: &str, range: Range<u64>, payload: &str) {
+    body.clear();
+    body.extend_from_slice(b"{\"items\":[");
+    for p in range.clone() {
+        let comma = if p == range.start { "" } else { "," };
+        let _ = write!(
+            body,
+            "{comma}{{\"queue\":{queue},\"partition\":\"{}\",\"transactionId\":\"n{p}\",\"payload\":{{\"d\":\"{payload}\"}}}}",
+            partition_name(p)
+        );
+    }
+    body.extend_from_slice(b"]}");
 }
 
 /// The number in a name [`partition_name`] made, `None` for any other name.
@@ -101,6 +117,17 @@ pub fn partition_number(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_names_each_partition_once() {
+        let mut body = Vec::new();
+        write_body(&mut body, &Value::from("q\"1").to_string(), 7..10, "xx");
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        let expect: Vec<Value> = (7..10)
+            .map(|p| serde_json::json!({"queue": "q\"1", "partition": partition_name(p), "transactionId": format!("n{p}"), "payload": {"d": "xx"}}))
+            .collect();
+        assert_eq!(v, serde_json::json!({ "items": expect }));
+    }
 
     #[test]
     fn names_round_trip() {

@@ -11,7 +11,6 @@ use crate::args::Args;
 use crate::consumer::run_queue;
 use crate::grow::{self, Target};
 use crate::progress::Progress;
-use crate::scenarios::client;
 
 /// VmRSS of process `pid` in KiB.
 pub fn rss_kib(pid: u32) -> Result<u64, String> {
@@ -26,7 +25,6 @@ fn parse_vmrss(status: &str) -> Option<u64> {
 }
 
 pub async fn run(a: &Args) -> Result<Value, String> {
-    let http = client();
     let queue = run_queue(&a.queue, "parts");
     let total = a.partitions as u64;
     let rss_before = a.pid.map(rss_kib).transpose()?;
@@ -35,7 +33,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     // Creating partitions is not time-boxed by --seconds (the count is the
     // point), but a stuck broker must not hang the run forever.
     let deadline = started + Duration::from_secs_f64(a.seconds.max(600.0));
-    let target = Target { http: &http, url: &a.url, queue: &queue, producers: a.producers, payload: a.payload };
+    let target = Target { url: &a.url, queue: &queue, producers: a.producers, payload: a.payload };
     let lat = grow::create(&target, 0..total, &progress, 0, deadline).await;
     progress.finish();
     let lat = lat?;

@@ -57,7 +57,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
 /// Runs every step in order and returns their reports.
 async fn steps(a: &Args, queue: &str, rss_start: Option<u64>, progress: &Progress) -> Result<Vec<Value>, String> {
     let http = client();
-    let target = Target { http: &http, url: &a.url, queue, producers: a.producers, payload: a.payload };
+    let target = Target { url: &a.url, queue, producers: a.producers, payload: a.payload };
     let mut have = 0u64;
     // Partitions whose one message a pop took; never popped again.
     let mut drained: HashSet<u64> = HashSet::new();
