@@ -3,7 +3,10 @@
 //! the state machine only ever sees operations it can apply; each refusal
 //! names a stable reason (`kv_bad_namespace`, `kv_bad_ttl`, ...).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 
 use serde_json::value::RawValue;
 
@@ -50,23 +53,79 @@ impl Surface {
 
 /// One JSON object's fields, read one by one so each mistake gets its own
 /// reason. `null` reads as absent, except where a value is the point.
+/// An operation has a handful of fields, so they are kept as written (names
+/// borrowed from the body unless escaped) and found by a scan: a hash map
+/// of owned names cost more to build than every lookup in it.
 pub struct Fields<'a> {
-    map: HashMap<String, &'a RawValue>,
+    list: FieldList<'a>,
     at: String,
     surface: Surface,
+}
+
+/// An object's fields in the order written; of a repeated name, the last
+/// counts (as a map built from them would keep it).
+pub struct FieldList<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> FieldList<'a> {
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.0.iter().rev().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldList<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> Visitor<'de> for Object {
+            type Value = FieldList<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<FieldList<'de>, M::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(Name(name)) = map.next_key()? {
+                    fields.push((name, map.next_value()?));
+                }
+                Ok(FieldList(fields))
+            }
+        }
+        d.deserialize_map(Object)
+    }
+}
+
+/// A field's name, borrowed from the body where it has no escape.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(s.to_string())))
+            }
+        }
+        d.deserialize_str(Text)
+    }
 }
 
 impl<'a> Fields<'a> {
     pub fn parse(raw: &'a RawValue, at: String, surface: Surface) -> Result<Self, KvError> {
         match serde_json::from_str(raw.get()) {
-            Ok(map) => Ok(Fields { map, at, surface }),
+            Ok(list) => Ok(Fields { list, at, surface }),
             Err(_) => Err(surface.bad(surface.bad_body(), format!("{at}: must be a JSON object"))),
         }
     }
 
     /// Fields of a path route's body, which names no operation itself.
     pub fn from_map(map: HashMap<String, &'a RawValue>, at: String) -> Self {
-        Fields { map, at, surface: Surface::Kv }
+        let list = FieldList(map.into_iter().map(|(name, value)| (Cow::Owned(name), value)).collect());
+        Fields { list, at, surface: Surface::Kv }
     }
 
     /// Where in the request these fields are, for error details.
@@ -76,7 +135,7 @@ impl<'a> Fields<'a> {
 
     /// The names of the fields given, in no particular order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.map.keys().map(String::as_str)
+        self.list.0.iter().map(|(name, _)| name.as_ref())
     }
 
     pub fn fail(&self, reason: &'static str, what: impl std::fmt::Display) -> KvError {
@@ -85,7 +144,7 @@ impl<'a> Fields<'a> {
 
     /// The field as written, `null` included.
     pub fn present(&self, name: &str) -> Option<&'a RawValue> {
-        self.map.get(name).copied()
+        self.list.get(name)
     }
 
     pub fn raw(&self, name: &str) -> Option<&'a RawValue> {
@@ -120,7 +179,7 @@ impl<'a> Fields<'a> {
 
     /// Refuses tenant fields: the tenant is never an input.
     pub fn no_tenant(&self, reason: &'static str) -> Result<(), KvError> {
-        match ["tenant", "tenantId", "_tenant"].iter().find(|f| self.map.contains_key(**f)) {
+        match ["tenant", "tenantId", "_tenant"].iter().find(|f| self.list.get(f).is_some()) {
             Some(f) => Err(self.fail(reason, format!("{f} is not an input"))),
             None => Ok(()),
         }
@@ -357,5 +416,36 @@ fn expect(f: &Fields) -> Result<Option<u64>, KvError> {
     match f.int("expect", "kv_bad_expect", false)? {
         Some(e) if e < 0 => Err(f.fail("kv_bad_expect", "expect must be 0 or more")),
         e => Ok(e.map(|e| e as u64)),
+    }
+}
+
+#[cfg(test)]
+mod field_tests {
+    use serde_json::value::RawValue;
+
+    use super::{Fields, Surface};
+
+    fn fields(text: &str) -> Option<Vec<(String, String)>> {
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        let f = Fields::parse(raw, "kv[0]".into(), Surface::Kv).ok()?;
+        let mut names: Vec<String> = f.names().map(str::to_string).collect();
+        names.dedup();
+        Some(names.iter().map(|n| (n.clone(), f.present(n).map_or("-".into(), |v| v.get().to_string()))).collect())
+    }
+
+    #[test]
+    fn fields_are_read_as_a_map_would_keep_them() {
+        assert_eq!(
+            fields(r#"{"op":"put","key":"k"}"#).unwrap(),
+            [("op".into(), r#""put""#.into()), ("key".into(), r#""k""#.into())]
+        );
+        // An escaped name is the name it spells.
+        assert_eq!(fields(r#"{"k\u0065y":1}"#).unwrap(), [("key".into(), "1".into())]);
+        // Of a repeated name, the last counts.
+        assert_eq!(fields(r#"{"key":1,"key":2}"#).unwrap(), [("key".into(), "2".into())]);
+        assert_eq!(fields(r#"{"value":null}"#).unwrap(), [("value".into(), "null".into())]);
+        for not_object in ["[]", "1", r#""op""#, "null"] {
+            assert_eq!(fields(not_object), None, "{not_object}");
+        }
     }
 }
