@@ -14,7 +14,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use regina_state::command::PushItem;
 use regina_state::command::{TxnCmd, TxnOp};
 use regina_state::outcome::{AckResult, KvReason, PushResult, PushStatus, TxnOutcome, TxnResult};
 use regina_state::{Command, Outcome};
@@ -134,8 +133,18 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
             TxnOp::Ack { .. } => None,
         }),
     );
+    // What the answer names of each op, taken before the ops move into the
+    // command (a clone of them, payloads and all, cost more).
+    let labels: Vec<Label> = ops
+        .iter()
+        .zip(labels)
+        .map(|(op, label)| match op {
+            TxnOp::Push(item) => Label::Push { queue: label, transaction_id: item.transaction_id.clone() },
+            TxnOp::Ack { .. } => Label::Ack { transaction_id: label },
+        })
+        .collect();
     let txn_id = regina_node::ids::new_id().to_string();
-    let txn = TxnCmd { ops: ops.clone(), kv: kv.clone(), timers: timer_ops.clone() };
+    let txn = TxnCmd { ops, kv: kv.clone(), timers: timer_ops.clone() };
     // A step without job riders keeps the older entry form.
     let command = match jobs.is_empty() {
         true => Command::Transaction(txn),
@@ -147,7 +156,7 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
     };
     match t {
         TxnOutcome::Committed(results) => {
-            let step = StepParts { ops: &ops, labels: &labels, kv: &kv, timers: &timer_ops, jobs: &jobs };
+            let step = StepParts { labels: &labels, kv: &kv, timers: &timer_ops, jobs: &jobs };
             Ok(j::answer(axum::http::StatusCode::OK, step.answer(&txn_id, &results)?))
         }
         refusal => Ok(refusal_answer(refusal, &txn_id, &kv)),
@@ -225,10 +234,16 @@ fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<(
     Ok(Ok((ops, labels)))
 }
 
+/// What a committed push or ack's result names.
+enum Label {
+    Push { queue: String, transaction_id: String },
+    Ack { transaction_id: String },
+}
+
 /// What a committed step's results are rendered against.
 struct StepParts<'a> {
-    ops: &'a [TxnOp],
-    labels: &'a [String],
+    /// One per push or ack, in request order.
+    labels: &'a [Label],
     kv: &'a [regina_state::command::KvOp],
     timers: &'a [regina_state::timers::TimerOp],
     jobs: &'a [crate::http::routes::jobs::input::Parsed],
@@ -255,10 +270,10 @@ impl StepParts<'_> {
     }
 
     fn result(&self, out: &mut Vec<u8>, i: usize, r: &TxnResult) -> serde_json::Result<()> {
-        let (ops, kv, timer_ops, jobs) = (self.ops, self.kv, self.timers, self.jobs);
-        match (r, ops.get(i), i.checked_sub(ops.len()).and_then(|k| kv.get(k))) {
+        let (labels, kv, timer_ops, jobs) = (self.labels, self.kv, self.timers, self.jobs);
+        match (r, labels.get(i), i.checked_sub(labels.len()).and_then(|k| kv.get(k))) {
             (TxnResult::Job(job), _, _) => {
-                let op_index = i - ops.len() - kv.len() - timer_ops.len();
+                let op_index = i - labels.len() - kv.len() - timer_ops.len();
                 let mut v = crate::http::routes::jobs::render::result(jobs[op_index].name, job);
                 v["index"] = json!(i);
                 v["opIndex"] = json!(op_index);
@@ -267,7 +282,7 @@ impl StepParts<'_> {
                 serde_json::to_writer(out, &v)
             }
             (TxnResult::Timer(t), _, _) => {
-                let op_index = i - ops.len() - kv.len();
+                let op_index = i - labels.len() - kv.len();
                 let mut v = crate::http::routes::timers::render(&timer_ops[op_index], t, None);
                 v["index"] = json!(i);
                 v["opIndex"] = json!(op_index);
@@ -275,14 +290,14 @@ impl StepParts<'_> {
                 serde_json::to_writer(out, &v)
             }
             (TxnResult::Kv(k), _, Some(op)) => {
-                serde_json::to_writer(out, &result_json(i - ops.len(), op, k).in_transaction(i))
+                serde_json::to_writer(out, &result_json(i - labels.len(), op, k).in_transaction(i))
             }
-            (TxnResult::Push(p), Some(TxnOp::Push(item)), _) => {
-                push_result(out, i, p, item, &self.labels[i]);
+            (TxnResult::Push(p), Some(Label::Push { queue, transaction_id }), _) => {
+                push_result(out, i, p, transaction_id, queue);
                 Ok(())
             }
-            (TxnResult::Ack(a), Some(_), _) => {
-                ack_result(out, i, a, &self.labels[i]);
+            (TxnResult::Ack(a), Some(Label::Ack { transaction_id }), _) => {
+                ack_result(out, i, a, transaction_id);
                 Ok(())
             }
             _ => {
@@ -295,12 +310,12 @@ impl StepParts<'_> {
     }
 }
 
-/// A committed push's result (`queueName` is the item's queue).
-fn push_result(out: &mut Vec<u8>, i: usize, p: &PushResult, item: &PushItem, queue: &str) {
+/// A committed push's result.
+fn push_result(out: &mut Vec<u8>, i: usize, p: &PushResult, transaction_id: &str, queue: &str) {
     out.extend_from_slice(b"{\"index\":");
     j::number(out, i as u64);
     out.extend_from_slice(b",\"type\":\"push\",\"success\":true,\"transactionId\":");
-    j::string(out, &item.transaction_id);
+    j::string(out, transaction_id);
     out.extend_from_slice(b",\"messageId\":");
     match &p.message_id {
         Some(id) => j::uuid(out, id),
@@ -353,35 +368,20 @@ fn refused(failed_index: usize, reason: &str, error: &str) -> (axum::http::Statu
 
 #[cfg(test)]
 mod tests {
-    use regina_state::command::{AckItem, AckStatus, KvOp};
+    use regina_state::command::KvOp;
     use regina_state::outcome::KvResult;
     use serde_json::json;
 
     use super::*;
 
-    fn push(txn: &str) -> TxnOp {
-        TxnOp::Push(PushItem {
-            queue: "out".into(),
-            partition: "p".into(),
-            transaction_id: txn.into(),
-            trace_id: None,
-            message_id: [7; 16],
-            payload: b"{}".to_vec(),
-        })
+    fn push(txn: &str) -> Label {
+        Label::Push { queue: "out".into(), transaction_id: txn.into() }
     }
 
     /// The committed answer, every field of every result, as the clients read it.
     #[test]
     fn a_committed_step_answers_every_result_in_full() {
-        let ack = AckItem {
-            partition_id: 3,
-            transaction_id: "m\"1".into(),
-            status: AckStatus::Completed,
-            error: None,
-            lease_id: None,
-        };
-        let ops = [push("t-new"), push("t-dup"), TxnOp::Ack { group: QUEUE_MODE_GROUP.into(), item: ack }];
-        let labels = ["out".to_string(), "out".to_string(), "m\"1".to_string()];
+        let labels = [push("t-new"), push("t-dup"), Label::Ack { transaction_id: "m\"1".into() }];
         let kv = [KvOp::Get { ns: "n".into(), key: "k".into() }];
         let row = regina_state::outcome::KvRowView {
             key: "k".into(),
@@ -417,7 +417,7 @@ mod tests {
             }),
             TxnResult::Kv(KvResult::Got(Some(row))),
         ];
-        let step = StepParts { ops: &ops, labels: &labels, kv: &kv, timers: &[], jobs: &[] };
+        let step = StepParts { labels: &labels, kv: &kv, timers: &[], jobs: &[] };
         let answer: serde_json::Value = serde_json::from_slice(&step.answer("txn-1", &results).unwrap()).unwrap();
         let TxnResult::Kv(got) = &results[3] else { unreachable!() };
         let kv_result = serde_json::to_value(result_json(0, &kv[0], got).in_transaction(3)).unwrap();
