@@ -14,14 +14,18 @@
 //!   no answer came back, the outcome is unknown and the client hears so
 //!   (503 `outcome_unknown`).
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tower::ServiceExt;
 
 use crate::http::error::ApiError;
 use crate::http::tenant_header::RequestTenant;
@@ -51,9 +55,9 @@ const CONNECT_ATTEMPTS: usize = 3;
 /// Headers that describe one hop, not the request.
 const HOP_HEADERS: [&str; 6] = ["host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade"];
 
-/// What [`route_to_leader`] needs of its group: the node, and the header
+/// What [`ToLeader`] needs of its group: the node, and the header
 /// values every answer carries, rendered once.
-pub struct Door {
+struct Door {
     node: Arc<Replica>,
     /// This node's client address, when it has one to name (a node
     /// listening on 0.0.0.0 has none).
@@ -62,7 +66,7 @@ pub struct Door {
 }
 
 impl Door {
-    pub fn new(node: Arc<Replica>) -> Arc<Door> {
+    fn new(node: Arc<Replica>) -> Arc<Door> {
         let addr = Some(node.client_addr())
             .filter(|a| a.parse::<std::net::SocketAddr>().is_ok_and(|s| !s.ip().is_unspecified()))
             .and_then(|a| HeaderValue::from_str(a).ok());
@@ -71,20 +75,86 @@ impl Door {
     }
 }
 
-pub async fn route_to_leader(State(door): State<Arc<Door>>, req: Request, next: Next) -> Response {
+/// The layer that sends every request of a group's router to its leader
+/// ([`ToLeader`]). A service of its own rather than `from_fn`, which takes
+/// every request apart and back together to read its state and boxes the
+/// inner route once more per request.
+#[derive(Clone)]
+pub struct ToLeaderLayer(Arc<Door>);
+
+impl ToLeaderLayer {
+    pub fn new(node: Arc<Replica>) -> Self {
+        ToLeaderLayer(Door::new(node))
+    }
+}
+
+impl<S> tower::Layer<S> for ToLeaderLayer {
+    type Service = ToLeader<S>;
+
+    fn layer(&self, inner: S) -> ToLeader<S> {
+        ToLeader { door: self.0.clone(), inner }
+    }
+}
+
+/// Serves a request here when this node leads its group, forwards it to
+/// the leader otherwise, and names the leader on the answer.
+#[derive(Clone)]
+pub struct ToLeader<S> {
+    door: Arc<Door>,
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for ToLeader<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // The route is polled for readiness when it is called (`oneshot`).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let (door, inner) = (self.door.clone(), self.inner.clone());
+        Box::pin(async move { Ok(route_to_leader(&door, req, inner).await) })
+    }
+}
+
+async fn route_to_leader<S>(door: &Door, req: Request, next: S) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone,
+{
     let node = &door.node;
     let path = req.uri().path();
     // The dashboard's page and files are the same on every node: served
     // here, even without a leader.
     if path == "/health" || path.starts_with("/internal/") || path == "/" || path.starts_with("/dashboard/") {
-        return next.run(req).await;
+        return run(next, req).await;
     }
     let mut resp = route(node, req, next).await;
-    hint_leader(&door, resp.headers_mut());
+    hint_leader(door, resp.headers_mut());
     resp
 }
 
-async fn route(node: &Replica, mut req: Request, mut next: Next) -> Response {
+/// The inner route's answer to `req`.
+async fn run<S>(next: S, req: Request) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    match next.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+async fn route<S>(node: &Replica, mut req: Request, mut next: S) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone,
+{
     let mut waited = false;
     // A hand-over that starts between the leader check and the handler
     // sends the request round again (at most a few times).
@@ -125,7 +195,10 @@ fn hint_leader(door: &Door, headers: &mut HeaderMap) {
 /// Serves a request on the leader: read index first where needed, then the
 /// handler as work of the request's tenant. Hands the request back when a
 /// leadership hand-over has just begun.
-async fn serve_here(node: &Replica, req: Request, next: Next) -> Result<Response, (Request, Next)> {
+async fn serve_here<S>(node: &Replica, req: Request, next: S) -> Result<Response, (Request, S)>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
     let Some(_serving) = node.handoff().serve() else { return Err((req, next)) };
     let tenant = req.extensions().get::<RequestTenant>().and_then(|t| t.0.clone());
     if needs_read_barrier(req.method(), req.uri().path()) {
@@ -133,7 +206,7 @@ async fn serve_here(node: &Replica, req: Request, next: Next) -> Result<Response
             return Ok(ApiError::from(e).into_response());
         }
     }
-    Ok(regina_node::tenant::scope(tenant, next.run(req)).await)
+    Ok(regina_node::tenant::scope(tenant, run(next, req)).await)
 }
 
 enum Forwarded {

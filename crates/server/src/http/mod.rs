@@ -107,7 +107,7 @@ pub fn router(node: Arc<Replica>, auth: bool) -> Router {
         .layer(axum::Extension(history))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(forward::Door::new(node.clone()), forward::route_to_leader));
+        .layer(forward::ToLeaderLayer::new(node.clone()));
     // Outermost, so that a refused request is not forwarded first. (A
     // request no route could read was refused before routing:
     // `input::unreadable`, called by `dispatch`.)
