@@ -107,12 +107,18 @@ impl StateMachineStore {
         let bodies = BodyStore::open_with_io(dir.join("bodies"), segment_bytes, io).map_err(|e| e.to_string())?;
         let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
         let mut snapshot_bytes = 0;
+        let reading = std::time::Instant::now();
         if let Some((head, data)) = snapshots.load_latest().map_err(|e| e.to_string())? {
+            let read_ms = reading.elapsed().as_millis() as u64;
             snapshot_bytes = data.len() as u64;
             let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;
+            let decoding = std::time::Instant::now();
             machine.state = State::decode(&data)?;
             machine.last_applied = head.meta.last_log_id;
             machine.membership = head.meta.last_membership;
+            // A restart's first long wait: what it was spent on.
+            let decode_ms = decoding.elapsed().as_millis() as u64;
+            tracing::info!(bytes = snapshot_bytes, read_ms, decode_ms, "snapshot loaded");
         }
         bodies.truncate_from(machine.state.next_body_pos).map_err(|e| e.to_string())?;
         // A transfer cut short by a crash leaves staged segments that no

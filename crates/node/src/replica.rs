@@ -154,7 +154,9 @@ impl Replica {
             client_addr,
         });
         if node.is_sole_voter() {
+            let replaying = std::time::Instant::now();
             node.lead_alone(Duration::from_secs(10)).await?;
+            tracing::info!(group, replay_ms = replaying.elapsed().as_millis() as u64, "log applied");
             // The no-op applied last: every entry recovered from the log is
             // applied too. A state that breaks an invariant is never served
             // (the snapshot it started from was checked as it was read).

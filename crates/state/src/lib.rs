@@ -30,6 +30,7 @@
 pub mod ack;
 pub mod admin;
 pub mod body;
+pub mod bulk;
 pub mod command;
 pub mod consumer_groups;
 pub mod cursor;

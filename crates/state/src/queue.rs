@@ -31,6 +31,7 @@ pub struct Group {
     /// may also hold some that turn out to have nothing, which a pop
     /// drops). Wildcard pops walk this set instead of every partition, so
     /// their cost follows the partitions with work, not the partition count.
+    #[serde(deserialize_with = "crate::bulk::btree_set")]
     pub ready: BTreeSet<u32>,
 }
 
@@ -56,6 +57,7 @@ pub struct Queue {
     pub task: Option<String>,
     pub options: QueueOptions,
     pub partitions: Vec<Arc<Partition>>,
+    #[serde(deserialize_with = "crate::bulk::fast_map")]
     pub partition_index: FastMap<String, u32>,
     pub groups: Vec<Group>,
     pub group_index: FastMap<String, u32>,

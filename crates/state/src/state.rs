@@ -31,6 +31,7 @@ pub struct State {
     pub queues: FastMap<u32, Queue>,
     pub next_queue_id: u32,
     /// Partition id to (queue id, partition index).
+    #[serde(deserialize_with = "crate::bulk::fast_map")]
     pub partition_ids: FastMap<u64, (u32, u32)>,
     pub next_partition_id: u64,
     pub leases: FastMap<String, LeaseEntry>,
@@ -286,12 +287,22 @@ impl State {
     pub fn check_invariants(&self) -> Result<(), String> {
         for (name, id) in &self.queue_names {
             let q = self.queues.get(id).ok_or(format!("queue {name} indexed but missing"))?;
+            // Each group's ready set is walked beside the partitions, in
+            // order, rather than searched once per partition: with millions
+            // of partitions the searches made this check take seconds.
+            let mut ready: Vec<_> = q.groups.iter().map(|g| g.ready.iter().peekable()).collect();
             for (i, p) in q.partitions.iter().enumerate() {
                 if self.partition_ids.get(&p.id) != Some(&(*id, i as u32)) {
                     return Err(format!("partition {} of {name} not indexed", p.id));
                 }
-                for (gid, g) in q.groups.iter().enumerate().filter(|(_, g)| !g.name.is_empty()) {
-                    if q.has_work(gid as u32, i as u32, self.now_ms) && !g.ready.contains(&(i as u32)) {
+                let i = i as u32;
+                for (gid, g) in q.groups.iter().enumerate() {
+                    let in_ready = &mut ready[gid];
+                    while in_ready.next_if(|r| **r < i).is_some() {}
+                    if g.name.is_empty() {
+                        continue;
+                    }
+                    if q.has_work(gid as u32, i, self.now_ms) && in_ready.peek() != Some(&&i) {
                         return Err(format!(
                             "partition {} has work for group {} but is not in its ready set",
                             p.id, g.name

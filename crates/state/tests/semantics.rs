@@ -575,3 +575,27 @@ fn a_snapshot_of_another_format_is_refused_not_misread() {
     let err = regina_state::State::decode(&bytes[8..]).unwrap_err();
     assert!(err.contains("format"), "{err}");
 }
+
+/// The invariant check notices a partition with work that its group's
+/// ready set lacks, wherever it sits among many, for every group.
+#[test]
+fn the_invariant_check_finds_a_partition_missing_from_a_ready_set() {
+    let mut h = Harness::new();
+    for p in 0..300 {
+        h.push("q", &format!("p{p}"), &format!("t{p}"));
+    }
+    for group in ["g", "h"] {
+        h.pop("q", group, 1, Subscription::All);
+    }
+    h.state.check_invariants().unwrap();
+    let qid = h.state.queue_names["q"];
+    for (group, missing) in [(0usize, 1u32), (0, 150), (1, 299), (1, 7)] {
+        let q = h.state.queues.get_mut(&qid).unwrap();
+        let ready = &mut q.groups[group].ready;
+        assert!(ready.remove(&missing), "group {group} had partition {missing} ready");
+        let err = h.state.check_invariants().unwrap_err();
+        assert!(err.contains("is not in its ready set"), "{err}");
+        h.state.queues.get_mut(&qid).unwrap().groups[group].ready.insert(missing);
+        h.state.check_invariants().unwrap();
+    }
+}
