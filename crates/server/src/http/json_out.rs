@@ -60,6 +60,14 @@ pub fn boolean(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
+/// `value` written by `write`, or `null` when there is none.
+pub fn or_null<T>(out: &mut Vec<u8>, value: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
+    match value {
+        Some(v) => write(out, v),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
 /// An unsigned number.
 pub fn number(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(decimal(&mut [0u8; 20], n).as_bytes());

@@ -170,17 +170,11 @@ impl MessageJson<'_> {
         out.extend_from_slice(b",\"transactionId\":");
         j::string(out, &self.transaction_id);
         out.extend_from_slice(b",\"traceId\":");
-        match &self.trace_id {
-            Some(t) => j::uuid(out, &t.0),
-            None => out.extend_from_slice(b"null"),
-        }
+        j::or_null(out, self.trace_id.as_ref(), |out, t| j::uuid(out, &t.0));
         out.extend_from_slice(b",\"data\":");
         out.extend_from_slice(self.data.get().as_bytes());
         out.extend_from_slice(b",\"producerSub\":");
-        match &self.producer_sub {
-            Some(s) => j::string(out, s),
-            None => out.extend_from_slice(b"null"),
-        }
+        j::or_null(out, self.producer_sub.as_deref(), j::string);
         out.extend_from_slice(b",\"createdAt\":");
         iso(out, &self.created_at.0);
         out.extend_from_slice(b",\"partitionId\":");
@@ -239,10 +233,7 @@ impl PopJson<'_> {
         out.extend_from_slice(b",\"leaseId\":");
         j::string(&mut out, self.lease_id);
         out.extend_from_slice(b",\"leaseExpiresAt\":");
-        match &self.lease_expires_at {
-            Some(t) => iso(&mut out, &t.0),
-            None => out.extend_from_slice(b"null"),
-        }
+        j::or_null(&mut out, self.lease_expires_at.as_ref(), |out, t| iso(out, &t.0));
         out.extend_from_slice(b",\"consumerGroup\":");
         j::string(&mut out, self.consumer_group);
         out.extend_from_slice(b",\"messages\":[");

@@ -259,10 +259,7 @@ impl AckAnswer<'_> {
             out.extend_from_slice(b",\"success\":");
             j::boolean(&mut out, a.success);
             out.extend_from_slice(b",\"error\":");
-            match &a.error {
-                Some(e) => j::string(&mut out, e),
-                None => out.extend_from_slice(b"null"),
-            }
+            j::or_null(&mut out, a.error.as_deref(), j::string);
             out.extend_from_slice(b",\"leaseReleased\":");
             j::boolean(&mut out, a.lease_released);
             out.extend_from_slice(b",\"dlq\":");

@@ -317,10 +317,7 @@ fn push_result(out: &mut Vec<u8>, i: usize, p: &PushResult, transaction_id: &str
     out.extend_from_slice(b",\"type\":\"push\",\"success\":true,\"transactionId\":");
     j::string(out, transaction_id);
     out.extend_from_slice(b",\"messageId\":");
-    match &p.message_id {
-        Some(id) => j::uuid(out, id),
-        None => out.extend_from_slice(b"null"),
-    }
+    j::or_null(out, p.message_id.as_ref(), j::uuid);
     out.extend_from_slice(b",\"queueName\":");
     j::string(out, queue);
     out.extend_from_slice(b",\"partitionId\":");
@@ -341,10 +338,7 @@ fn ack_result(out: &mut Vec<u8>, i: usize, a: &AckResult, transaction_id: &str) 
     out.extend_from_slice(b",\"transactionId\":");
     j::string(out, transaction_id);
     out.extend_from_slice(b",\"error\":");
-    match &a.error {
-        Some(e) => j::string(out, e),
-        None => out.extend_from_slice(b"null"),
-    }
+    j::or_null(out, a.error.as_deref(), j::string);
     out.extend_from_slice(b",\"dlq\":");
     j::boolean(out, a.dlq);
     out.extend_from_slice(b",\"leaseReleased\":");
