@@ -93,26 +93,9 @@ impl<'de> Deserialize<'de> for FieldList<'de> {
 }
 
 /// A field's name, borrowed from the body where it has no escape.
-struct Name<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Name<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Text;
-        impl<'de> Visitor<'de> for Text {
-            type Value = Name<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Borrowed(s)))
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Name<'de>, E> {
-                Ok(Name(Cow::Owned(s.to_string())))
-            }
-        }
-        d.deserialize_str(Text)
-    }
-}
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl<'a> Fields<'a> {
     pub fn parse(raw: &'a RawValue, at: String, surface: Surface) -> Result<Self, KvError> {
