@@ -114,14 +114,11 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
         _ => None,
     };
     let parsed = b.operations.iter().enumerate().map(|(i, raw)| parse_op(i, raw)).collect::<ApiResult<Vec<_>>>()?;
-    let (mut ops, mut labels) = match step_ops(&parsed, sole_lease)? {
+    let mut ops = match step_ops(&parsed, sole_lease)? {
         Ok(built) => built,
         Err(refusal) => return Ok(refusal),
     };
-    for item in binary_pushes {
-        labels.push(item.queue.clone());
-        ops.push(TxnOp::Push(item));
-    }
+    ops.extend(binary_pushes.into_iter().map(TxnOp::Push));
     if ops.len() > PUSH_ITEMS_MAX {
         return Err(ApiError::too_large(format!("{} operations; the limit is {PUSH_ITEMS_MAX}", ops.len()))
             .at_field("operations"));
@@ -137,10 +134,9 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
     // command (a clone of them, payloads and all, cost more).
     let labels: Vec<Label> = ops
         .iter()
-        .zip(labels)
-        .map(|(op, label)| match op {
-            TxnOp::Push(item) => Label::Push { queue: label, transaction_id: item.transaction_id.clone() },
-            TxnOp::Ack { .. } => Label::Ack { transaction_id: label },
+        .map(|op| match op {
+            TxnOp::Push(item) => Label::Push { queue: item.queue.clone(), transaction_id: item.transaction_id.clone() },
+            TxnOp::Ack { item, .. } => Label::Ack { transaction_id: item.transaction_id.clone() },
         })
         .collect();
     let txn_id = regina_node::ids::new_id().to_string();
@@ -193,18 +189,15 @@ fn refusal_answer(t: TxnOutcome, txn_id: &str, kv: &[regina_state::command::KvOp
     }
 }
 
-/// The step's pushes and acks in request order, each with the label its
-/// result carries; `Err` is the answer of an ack naming no partition.
-#[allow(clippy::type_complexity)] // the built ops, or the refusal to answer
-fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<(Vec<TxnOp>, Vec<String>), Response>> {
+/// The step's pushes and acks in request order; `Err` is the answer of an
+/// ack naming no partition.
+fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<Vec<TxnOp>, Response>> {
     let mut ops = Vec::new();
-    let mut labels = Vec::new();
     for op in parsed {
         match op {
             OpBody::Push { items } => {
                 for it in items {
                     ops.push(TxnOp::Push(to_item(ops.len(), it)?));
-                    labels.push(it.queue.to_string());
                 }
             }
             OpBody::Ack(a) => {
@@ -227,11 +220,10 @@ fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<(
                     item.lease_id = sole_lease.clone();
                 }
                 ops.push(TxnOp::Ack { group, item });
-                labels.push(a.transaction_id.to_string());
             }
         }
     }
-    Ok(Ok((ops, labels)))
+    Ok(Ok(ops))
 }
 
 /// What a committed push or ack's result names.
