@@ -16,6 +16,7 @@ use crate::http::routes::jobs::input as jobs_input;
 use crate::http::routes::kv::input as kv_input;
 use crate::http::routes::push;
 use crate::http::routes::timer_ops;
+use crate::http::routes::transaction;
 
 /// A target: arbitrary bytes in, nothing out, never a panic.
 pub type Target = fn(&[u8]);
@@ -26,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("binary_step", binary_step),
     ("json_push", json_push),
     ("json_ack", json_ack),
+    ("json_step", json_step),
     ("kv_ops", kv_ops),
     ("jobs_ops", jobs_ops),
     ("timer_ops", timer_ops),
@@ -69,9 +71,16 @@ pub fn json_ack(data: &[u8]) {
     assert!(ack::plain_reader_agrees(data), "the plain ack reader and serde disagree");
 }
 
+/// A step's JSON body; the plain reader must never read it otherwise than
+/// serde does.
+pub fn json_step(data: &[u8]) {
+    assert!(transaction::plain_reader_agrees(data), "the plain step reader and serde disagree");
+}
+
 /// The `operations` of a KV call, in a call and in a step.
 pub fn kv_ops(data: &[u8]) {
     if let Ok(ops) = serde_json::from_slice::<Vec<&RawValue>>(data) {
+        let ops: Vec<&str> = ops.iter().map(|r| r.get()).collect();
         let _ = kv_input::parse_ops(&ops, kv_input::Scope::Call);
         let _ = kv_input::parse_ops(&ops, kv_input::Scope::Transaction);
     }

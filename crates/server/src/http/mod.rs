@@ -9,8 +9,8 @@
 //!   goes to, by tenant or `/internal/g/{g}` prefix), [`tenant_header`],
 //!   [`forward`] (a follower relays to its group's leader), [`input`]
 //!   (bodies, queries, the requests no route can read), [`plain_json`]
-//!   (the one-pass JSON reader) with the shapes it reads, [`plain_push`]
-//!   and [`plain_ack`] (the usual push and ack bodies), [`render`],
+//!   (the one-pass JSON reader) with the shapes it reads, [`plain_push`],
+//!   [`plain_ack`] and [`plain_step`] (the usual push, ack and step bodies), [`render`],
 //!   [`frames`] (the binary `QPB1`/`QTB1`/`QPF1` forms), [`producer`] (the
 //!   caller's identity stamped into payloads), [`error`] (`ApiError`), the
 //!   route class table ([`classes`]), the Raft group views
@@ -29,6 +29,7 @@ mod json_out;
 mod plain_ack;
 mod plain_json;
 mod plain_push;
+mod plain_step;
 pub(crate) mod pop_lag;
 pub mod producer;
 mod raft_views;

@@ -60,7 +60,7 @@ pub(crate) fn one(body: &[u8]) -> Option<PlainAck<'_>> {
 
 /// The fields of one ack as they are read; a second sight of one declines.
 #[derive(Default)]
-struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     transaction_id: Option<&'a str>,
     partition_id: Option<&'a str>,
     status: Option<Option<&'a str>>,
@@ -70,7 +70,7 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn member(&mut self, r: &mut Reader<'a>, key: &str) -> Option<()> {
+    pub(crate) fn member(&mut self, r: &mut Reader<'a>, key: &str) -> Option<()> {
         let (required, optional) = match key {
             "transactionId" => (Some(&mut self.transaction_id), None),
             "partitionId" => (Some(&mut self.partition_id), None),
@@ -89,7 +89,7 @@ impl<'a> Fields<'a> {
         Some(())
     }
 
-    fn finish(self) -> Option<PlainAck<'a>> {
+    pub(crate) fn finish(self) -> Option<PlainAck<'a>> {
         Some(PlainAck {
             transaction_id: self.transaction_id?,
             partition_id: self.partition_id?,

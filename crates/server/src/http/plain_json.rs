@@ -1,5 +1,5 @@
 //! A one-pass reader of the JSON bodies every client sends in the same
-//! shape (pushes, acks): each string's end found with `memchr`, the whole
+//! shape (pushes, acks, steps): each string's end found with `memchr`, the whole
 //! text's UTF-8 checked once, values checked and kept as their text.
 //!
 //! serde's reader walks every byte through its generic visitor: for a push
@@ -11,7 +11,7 @@
 //! field, a value nested deeper than [`NESTING_MAX`]) makes it decline, and
 //! the route reads the body with serde, which also words the refusal of a
 //! bad one. Property tests and a fuzz target hold each shape to that
-//! (`plain_push`, `plain_ack`).
+//! (`plain_push`, `plain_ack`, `plain_step`).
 
 use memchr::memchr2;
 
@@ -186,6 +186,13 @@ impl<'a> Reader<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// Any JSON value, `depth` levels in, as its text.
+    pub(crate) fn value_text(&mut self, depth: usize) -> Option<&'a str> {
+        let start = self.at;
+        self.value(depth)?;
+        Some(&self.text[start..self.at])
     }
 
     /// Any JSON value, `depth` levels in.

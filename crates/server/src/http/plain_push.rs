@@ -23,6 +23,8 @@ pub(crate) struct PlainItem<'a> {
     pub partition: Option<&'a str>,
     pub payload: Option<&'a str>,
     pub transaction_id: Option<&'a str>,
+    /// A `traceId` string; a step's push keeps it, a plain push stores none.
+    pub trace_id: Option<&'a str>,
 }
 
 /// The items of `body`, or `None` when the body is not of the plain shape
@@ -40,25 +42,16 @@ pub(crate) fn items(body: &[u8]) -> Option<Vec<PlainItem<'_>>> {
     items
 }
 
-fn push_item<'a>(r: &mut Reader<'a>) -> Option<PlainItem<'a>> {
-    let (mut queue, mut partition, mut payload, mut transaction_id) = (None, None, None, None);
-    let mut trace_id = false;
+/// One item object of an `items` array (a push body's or a step's push).
+pub(crate) fn push_item<'a>(r: &mut Reader<'a>) -> Option<PlainItem<'a>> {
+    let (mut queue, mut partition, mut payload, mut transaction_id, mut trace_id) = (None, None, None, None, None);
     r.object(|r, key| {
         match key {
             "queue" if queue.is_none() => queue = Some(r.plain_string()?),
             "partition" if partition.is_none() => partition = Some(r.string_or_null()?),
             "transactionId" if transaction_id.is_none() => transaction_id = Some(r.string_or_null()?),
-            "payload" if payload.is_none() => {
-                let start = r.at;
-                r.value(3)?;
-                payload = Some(&r.text[start..r.at]);
-            }
-            // Read and checked, but not kept (a plain push stores no
-            // trace id).
-            "traceId" if !trace_id => {
-                trace_id = true;
-                r.value(3)?;
-            }
+            "payload" if payload.is_none() => payload = Some(r.value_text(3)?),
+            "traceId" if trace_id.is_none() => trace_id = Some(trace_text(r.value_text(3)?)?),
             // A field named twice: serde refuses it.
             "queue" | "partition" | "transactionId" | "payload" | "traceId" => return None,
             _ => r.value(3)?,
@@ -70,7 +63,19 @@ fn push_item<'a>(r: &mut Reader<'a>) -> Option<PlainItem<'a>> {
         partition: partition.flatten(),
         payload: payload.filter(|p| *p != "null"),
         transaction_id: transaction_id.flatten(),
+        trace_id: trace_id.flatten(),
     })
+}
+
+/// A `traceId` as serde's reader keeps it: a string's text (`Some`), or no
+/// trace id for any other value (only a string names one). A string with an
+/// escape declines.
+fn trace_text(value: &str) -> Option<Option<&str>> {
+    match value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+        Some(text) if text.contains('\\') => None,
+        Some(text) => Some(Some(text)),
+        None => Some(None),
+    }
 }
 
 #[cfg(test)]
@@ -79,7 +84,7 @@ pub(crate) mod tests {
     use crate::http::plain_json::{json_value, NESTING_MAX};
 
     fn item<'a>(queue: &'a str, partition: Option<&'a str>, payload: Option<&'a str>) -> PlainItem<'a> {
-        PlainItem { queue, partition, payload, transaction_id: None }
+        PlainItem { queue, partition, payload, transaction_id: None, trace_id: None }
     }
 
     #[test]
@@ -94,10 +99,15 @@ pub(crate) mod tests {
                 queue: "q",
                 partition: Some("p-1"),
                 payload: Some(r#"{"s":1,"d":"x\"y\u00e9"}"#),
-                transaction_id: Some("t1")
+                transaction_id: Some("t1"),
+                trace_id: None,
             }
         );
         assert_eq!(items[1], item("r", None, Some(r#"[1,-2.5e+3,true,false,null,"",{}]"#)));
+        // A trace id is a string's text; any other value names none.
+        let traced = items_of(r#"{"items":[{"queue":"q","traceId":"t-1"},{"queue":"q","traceId":{"a":"\n"}}]}"#);
+        let traces: Option<Vec<_>> = traced.map(|t| t.iter().map(|i| i.trace_id).collect());
+        assert_eq!(traces, Some(vec![Some("t-1"), None]));
         let spaced = " {\n\t\"items\" : [ { \"queue\" : \"q\" , \"payload\" : null , \"partition\" : null } ] } \r\n";
         assert_eq!(items_of(spaced), Some(vec![item("q", None, None)]));
         assert_eq!(items_of(r#"{"other":{"a":[1]},"items":[]}"#), Some(vec![]));
@@ -134,6 +144,7 @@ pub(crate) mod tests {
             r#"{"items":[{"queue":"q"}],"items":[]}"#,
             r#"{"items":[{"queue":"q","queue":"r"}]}"#,
             r#"{"items":[{"queue":"q","traceId":1,"traceId":2}]}"#,
+            r#"{"items":[{"queue":"q","traceId":"t\u002d1"}]}"#,
             r#"{"items":[{"qu\u0065ue":"q"}]}"#,
             r#"{"items":[{"queue":"q\n"}]}"#,
             r#"{"items":[{"queue":null}]}"#,

@@ -89,19 +89,38 @@ fn plain_item(i: usize, it: &PlainItem) -> ApiResult<PushItem> {
     checked_item(i, fields, payload)
 }
 
+/// A step's item the plain reader read: checked as a plain push's, and
+/// with its trace id (which a step's push stores).
+pub(crate) fn traced_plain_item(i: usize, it: &PlainItem) -> ApiResult<PushItem> {
+    Ok(PushItem { trace_id: it.trace_id.and_then(trace_uuid), ..plain_item(i, it)? })
+}
+
+/// A trace id names a message's trace when it is a UUID; anything else is
+/// not kept.
+fn trace_uuid(text: &str) -> Option<[u8; 16]> {
+    uuid::Uuid::parse_str(text).ok().map(|u| *u.as_bytes())
+}
+
 /// Whether the plain reader agrees with serde on `bytes`: a body it reads,
 /// serde reads too, to the same items (the `json_push` fuzz target and a
 /// property test hold it to this).
 pub fn plain_reader_agrees(bytes: &[u8]) -> bool {
     let Some(plain) = plain_push::items(bytes) else { return true };
     let Ok(full) = serde_json::from_slice::<PushBody>(bytes) else { return false };
-    full.items.len() == plain.len()
-        && full.items.iter().zip(&plain).all(|(f, p)| {
-            *f.queue == *p.queue
-                && f.partition.as_deref() == p.partition
-                && f.transaction_id.as_deref() == p.transaction_id
-                && f.payload.map_or("null", |r| r.get()) == p.payload.unwrap_or("null")
-        })
+    full.items.len() == plain.len() && full.items.iter().zip(&plain).all(|(f, p)| item_agrees(f, p))
+}
+
+/// Whether serde's reading of an item and the plain reader's are the same.
+pub(crate) fn item_agrees(f: &ItemBody, p: &PlainItem) -> bool {
+    let trace = match &f.trace_id {
+        Some(serde_json::Value::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    *f.queue == *p.queue
+        && f.partition.as_deref() == p.partition
+        && f.transaction_id.as_deref() == p.transaction_id
+        && f.payload.map_or("null", |r| r.get()) == p.payload.unwrap_or("null")
+        && trace == p.trace_id
 }
 
 async fn push_binary(node: Arc<Replica>, bytes: &[u8]) -> ApiResult<Response> {
@@ -258,7 +277,7 @@ fn original_id(node: &Replica, pos: u64, len: u32) -> ApiResult<[u8; 16]> {
 pub(crate) fn to_item(i: usize, it: &ItemBody) -> ApiResult<PushItem> {
     let payload = it.payload.map(|p| p.get().as_bytes().to_vec()).unwrap_or_else(|| b"null".to_vec());
     let trace_id = match &it.trace_id {
-        Some(serde_json::Value::String(s)) => uuid::Uuid::parse_str(s).ok().map(|u| *u.as_bytes()),
+        Some(serde_json::Value::String(s)) => trace_uuid(s),
         _ => None,
     };
     let fields = ItemFields {

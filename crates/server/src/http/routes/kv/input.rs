@@ -98,8 +98,9 @@ impl<'de> Deserialize<'de> for FieldList<'de> {
 struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl<'a> Fields<'a> {
-    pub fn parse(raw: &'a RawValue, at: String, surface: Surface) -> Result<Self, KvError> {
-        match serde_json::from_str(raw.get()) {
+    /// The fields of an object given as its JSON text.
+    pub fn parse(text: &'a str, at: String, surface: Surface) -> Result<Self, KvError> {
+        match serde_json::from_str(text) {
             Ok(list) => Ok(Fields { list, at, surface }),
             Err(_) => Err(surface.bad(surface.bad_body(), format!("{at}: must be a JSON object"))),
         }
@@ -170,7 +171,7 @@ impl<'a> Fields<'a> {
 }
 
 /// The operations of a call: `{"operations": [...]}` or a bare array.
-pub fn operations(bytes: &[u8], surface: Surface) -> Result<Vec<&RawValue>, KvError> {
+pub fn operations(bytes: &[u8], surface: Surface) -> Result<Vec<&str>, KvError> {
     #[derive(serde::Deserialize)]
     struct Envelope<'a> {
         #[serde(borrow)]
@@ -183,7 +184,9 @@ pub fn operations(bytes: &[u8], surface: Surface) -> Result<Vec<&RawValue>, KvEr
     } else {
         serde_json::from_str::<Envelope>(text).map(|e| e.operations)
     };
-    parsed.map_err(|e| bad(format!("the body must be {{\"operations\": [...]}}: {e}")))
+    parsed
+        .map(|ops| ops.iter().map(|r| r.get()).collect())
+        .map_err(|e| bad(format!("the body must be {{\"operations\": [...]}}: {e}")))
 }
 
 pub fn validate_ns(f: &Fields, ns: &str) -> Result<(), KvError> {
@@ -233,7 +236,8 @@ pub fn compact(json: &str) -> Vec<u8> {
 }
 
 /// Reads every operation of a call and checks the call's limits.
-pub fn parse_ops(raw: &[&RawValue], scope: Scope) -> Result<Vec<KvOp>, KvError> {
+/// Each operation is given as its JSON text.
+pub fn parse_ops(raw: &[&str], scope: Scope) -> Result<Vec<KvOp>, KvError> {
     let (ops_max, keys_max, field) = match scope {
         Scope::Call => (KV_OPS_PER_CALL_MAX, KV_KEYS_PER_CALL_MAX, "operations"),
         Scope::Transaction => (KV_OPS_PER_TXN_MAX, KV_KEYS_PER_TXN_MAX, "kv"),
@@ -410,7 +414,7 @@ mod field_tests {
 
     fn fields(text: &str) -> Option<Vec<(String, String)>> {
         let raw: &RawValue = serde_json::from_str(text).unwrap();
-        let f = Fields::parse(raw, "kv[0]".into(), Surface::Kv).ok()?;
+        let f = Fields::parse(raw.get(), "kv[0]".into(), Surface::Kv).ok()?;
         let mut names: Vec<String> = f.names().map(str::to_string).collect();
         names.dedup();
         Some(names.iter().map(|n| (n.clone(), f.present(n).map_or("-".into(), |v| v.get().to_string()))).collect())

@@ -87,7 +87,7 @@ pub fn expiration(f: &Fields, raw: &RawValue) -> Result<Option<Lifetime>, KvErro
         return Ok(None);
     }
     let at = format!("{}.expiration", f.at());
-    let inner = Fields::parse(raw, at, Surface::Kv).map_err(as_bad_expiration)?;
+    let inner = Fields::parse(raw.get(), at, Surface::Kv).map_err(as_bad_expiration)?;
     if let Some(other) = inner.names().find(|n| !LIFETIME_FIELDS.contains(n)) {
         return Err(inner.fail("kv_bad_expiration", format!("{other} is not a lifetime field")));
     }

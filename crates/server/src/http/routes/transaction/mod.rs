@@ -10,8 +10,6 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use regina_state::command::{TxnCmd, TxnOp};
@@ -21,62 +19,19 @@ use regina_types::limits::PUSH_ITEMS_MAX;
 use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::input::{body_bytes, json_body};
+use crate::http::input::body_bytes;
 use crate::http::json_out as j;
-use crate::http::routes::ack::{judge, AckBody, Judged};
+use crate::http::routes::ack::{judge, Judged};
 use crate::http::routes::binary;
 use crate::http::routes::kv::input::{parse_ops, Scope};
 use crate::http::routes::kv::{no_lifetime, result_json, value_of};
-use crate::http::routes::push::{from_binary, to_item, ItemBody};
+use crate::http::routes::push::{from_binary, to_item, traced_plain_item};
 use regina_node::Replica;
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TxnBody<'a> {
-    /// May be absent in a step of riders only.
-    #[serde(borrow, default)]
-    operations: Vec<&'a RawValue>,
-    #[serde(default)]
-    required_leases: Vec<String>,
-    #[serde(default, borrow)]
-    kv: Vec<&'a RawValue>,
-    #[serde(default)]
-    timers: Vec<Value>,
-    /// Job riders (enqueue, complete, fail, release, retry, cancel); every
-    /// one is required.
-    #[serde(default)]
-    jobs: Vec<Value>,
-}
+mod body;
 
-/// One operation. Read in two steps (its `type`, then its body) because
-/// serde's tagged enums cannot keep payloads as borrowed raw JSON.
-enum OpBody<'a> {
-    Push { items: Vec<ItemBody<'a>> },
-    Ack(AckBody<'a>),
-}
-
-#[derive(Deserialize)]
-struct OpType<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: &'a str,
-}
-
-#[derive(Deserialize)]
-struct PushOp<'a> {
-    #[serde(borrow)]
-    items: Vec<ItemBody<'a>>,
-}
-
-fn parse_op<'a>(i: usize, raw: &'a RawValue) -> ApiResult<OpBody<'a>> {
-    let bad = |e: serde_json::Error| ApiError::bad_body(format!("operations[{i}]: {e}"));
-    let t: OpType = serde_json::from_str(raw.get()).map_err(bad)?;
-    match t.kind {
-        "push" => Ok(OpBody::Push { items: serde_json::from_str::<PushOp>(raw.get()).map_err(bad)?.items }),
-        "ack" => Ok(OpBody::Ack(serde_json::from_str(raw.get()).map_err(bad)?)),
-        other => Err(ApiError::bad_request(format!("operations[{i}]: type {other:?} is not push or ack"))
-            .at_field(format!("operations[{i}].type"))),
-    }
-}
+pub use body::plain_reader_agrees;
+use body::OpBody;
 
 pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
     let bytes = body_bytes(body)?;
@@ -89,7 +44,7 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
     } else {
         (&bytes[..], Vec::new())
     };
-    let b: TxnBody = json_body(head, false)?;
+    let b = body::read(head)?;
     let timer_ops = match crate::http::routes::timers::parse_ops(&node, &b.timers) {
         Ok(t) => t,
         Err(r) => return Ok(r),
@@ -110,10 +65,10 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
         Err(e) => return Ok(e.in_transaction()),
     };
     let sole_lease = match b.required_leases.as_slice() {
-        [one] => Some(one.clone()),
+        [one] => Some(one.to_string()),
         _ => None,
     };
-    let parsed = b.operations.iter().enumerate().map(|(i, raw)| parse_op(i, raw)).collect::<ApiResult<Vec<_>>>()?;
+    let parsed = b.operations.read()?;
     let mut ops = match step_ops(&parsed, sole_lease)? {
         Ok(built) => built,
         Err(refusal) => return Ok(refusal),
@@ -195,9 +150,14 @@ fn step_ops(parsed: &[OpBody], sole_lease: Option<String>) -> ApiResult<Result<V
     let mut ops = Vec::new();
     for op in parsed {
         match op {
-            OpBody::Push { items } => {
+            OpBody::Push(items) => {
                 for it in items {
                     ops.push(TxnOp::Push(to_item(ops.len(), it)?));
+                }
+            }
+            OpBody::PlainPush(items) => {
+                for it in items {
+                    ops.push(TxnOp::Push(traced_plain_item(ops.len(), it)?));
                 }
             }
             OpBody::Ack(a) => {
