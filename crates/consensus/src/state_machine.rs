@@ -96,15 +96,31 @@ impl StateMachineStore {
     /// one, with body files cut back to what that snapshot covers (the log
     /// replay after it rewrites the rest).
     pub fn open(dir: &Path) -> Result<StateMachineStore, String> {
-        Self::open_with_io(dir, Arc::new(regina_storage::RealIo))
+        Self::open_keeping_recent(dir, regina_storage::RECENT_BODY_BYTES)
+    }
+
+    /// [`StateMachineStore::open`], keeping the newest `recent_body_bytes`
+    /// of message bodies in memory for reads (`BodyStore::keeping_recent`).
+    pub fn open_keeping_recent(dir: &Path, recent_body_bytes: usize) -> Result<StateMachineStore, String> {
+        Self::open_with(dir, Arc::new(regina_storage::RealIo), recent_body_bytes)
     }
 
     /// [`StateMachineStore::open`], with bodies and snapshots written and
     /// synced through `io` (a simulated disk, in the simulation).
     pub fn open_with_io(dir: &Path, io: Arc<dyn regina_storage::Io>) -> Result<StateMachineStore, String> {
+        Self::open_with(dir, io, regina_storage::RECENT_BODY_BYTES)
+    }
+
+    fn open_with(
+        dir: &Path,
+        io: Arc<dyn regina_storage::Io>,
+        recent_body_bytes: usize,
+    ) -> Result<StateMachineStore, String> {
         let snapshots = SnapshotStore::open_with_io(dir.join("snapshots"), io.clone()).map_err(|e| e.to_string())?;
         let segment_bytes = regina_state::body::BODY_SEGMENT_BYTES;
-        let bodies = BodyStore::open_with_io(dir.join("bodies"), segment_bytes, io).map_err(|e| e.to_string())?;
+        let bodies = BodyStore::open_with_io(dir.join("bodies"), segment_bytes, io)
+            .map_err(|e| e.to_string())?
+            .keeping_recent(recent_body_bytes);
         let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
         let mut snapshot_bytes = 0;
         let reading = std::time::Instant::now();

@@ -37,6 +37,10 @@ pub struct NodeOptions {
     pub max_queued_proposals: usize,
     /// Pops that may wait (long-poll) at once on the node.
     pub max_long_polls: usize,
+    /// Bytes of the newest message bodies each Raft group keeps in memory,
+    /// so consumers near the head read no file (0: every read goes to its
+    /// file).
+    pub recent_body_bytes: usize,
     /// Percent of the data directory's filesystem in use past which writes
     /// that grow storage are refused (507 `storage_full`), and under which
     /// they are taken again (see `crate::disk`).
@@ -63,6 +67,7 @@ impl Default for NodeOptions {
             tls_ca: None,
             max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            recent_body_bytes: regina_storage::RECENT_BODY_BYTES,
             disk_high_pct: regina_types::limits::DISK_HIGH_PCT_DEFAULT,
             disk_low_pct: regina_types::limits::DISK_LOW_PCT_DEFAULT,
             clock: crate::clock::system(),

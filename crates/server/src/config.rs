@@ -47,6 +47,8 @@ pub struct Config {
     pub rate_burst: Option<u32>,
     /// Pops that may long-poll at once.
     pub max_long_polls: usize,
+    /// Bytes of the newest message bodies each Raft group keeps in memory.
+    pub recent_body_bytes: usize,
     /// Disk watermarks, percent in use (`--disk-high-pct`, `--disk-low-pct`).
     pub disk_high_pct: u8,
     pub disk_low_pct: u8,
@@ -89,6 +91,7 @@ impl Default for Config {
             rate_limit: 0,
             rate_burst: None,
             max_long_polls: regina_types::limits::LONG_POLLS_MAX,
+            recent_body_bytes: regina_storage::RECENT_BODY_BYTES,
             disk_high_pct: regina_types::limits::DISK_HIGH_PCT_DEFAULT,
             disk_low_pct: regina_types::limits::DISK_LOW_PCT_DEFAULT,
             max_queued_proposals: regina_types::limits::PROPOSER_QUEUE_REQUESTS_MAX,
@@ -176,6 +179,10 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
   --max-long-polls N
                    pops that may wait at once (env REGINA_MAX_LONG_POLLS,
                    default 10000); past it 429 overloaded
+  --recent-body-mb N
+                   MiB of the newest message bodies each Raft group keeps in
+                   memory, so consumers near the head read no file (env
+                   REGINA_RECENT_BODY_MB, default 128; 0 keeps none)
   --max-queued-proposals N
                    writes that may wait for a Raft group's log at once (env
                    REGINA_MAX_QUEUED_PROPOSALS, default 65536); past it 429
@@ -237,6 +244,7 @@ const ENV_FLAGS: &[(&str, &str)] = &[
     ("REGINA_RATE_LIMIT", "--rate-limit"),
     ("REGINA_RATE_BURST", "--rate-burst"),
     ("REGINA_MAX_LONG_POLLS", "--max-long-polls"),
+    ("REGINA_RECENT_BODY_MB", "--recent-body-mb"),
     ("REGINA_TLS_CERT_FILE", "--tls-cert-file"),
     ("REGINA_TLS_KEY_FILE", "--tls-key-file"),
     ("REGINA_TLS_CA_FILE", "--tls-ca-file"),
@@ -323,6 +331,7 @@ impl Config {
             "--rate-limit" => self.rate_limit = parse_count(flag, &v()?, 0)? as u32,
             "--rate-burst" => self.rate_burst = Some(parse_count(flag, &v()?, 1)? as u32),
             "--max-long-polls" => self.max_long_polls = parse_count(flag, &v()?, 1)?,
+            "--recent-body-mb" => self.recent_body_bytes = parse_mib(flag, &v()?)?,
             "--max-queued-proposals" => self.max_queued_proposals = parse_count(flag, &v()?, 1)?,
             "--disk-high-pct" => self.disk_high_pct = parse_pct(flag, &v()?)?,
             "--disk-low-pct" => self.disk_low_pct = parse_pct(flag, &v()?)?,
@@ -416,6 +425,17 @@ fn parse_count(flag: &str, v: &str, min: usize) -> Result<usize, String> {
         _ => Err(format!("{flag}: {v:?} is not a count from {min}")),
     }
 }
+
+/// Mebibytes from 0 to [`RECENT_BODY_MB_MAX`], as bytes.
+fn parse_mib(flag: &str, v: &str) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n <= RECENT_BODY_MB_MAX => Ok(n << 20),
+        _ => Err(format!("{flag}: {v:?} is not a count of MiB from 0 to {RECENT_BODY_MB_MAX}")),
+    }
+}
+
+/// The most memory `--recent-body-mb` may ask for per Raft group.
+const RECENT_BODY_MB_MAX: usize = 16 * 1024;
 
 fn parse_groups(v: &str) -> Result<u16, String> {
     let max = regina_types::limits::RAFT_GROUPS_MAX;
@@ -583,5 +603,15 @@ mod tests {
         assert!(!parse(&[], &[("REGINA_FSYNC", "off")]).unwrap().unwrap().fsync);
         assert!(parse(&["--fsync", "on"], &[("REGINA_FSYNC", "off")]).unwrap().unwrap().fsync);
         assert!(parse(&["--fsync=maybe"], &[]).is_err());
+    }
+
+    #[test]
+    fn recent_bodies_are_sized_in_mib() {
+        assert_eq!(parse(&[], &[]).unwrap().unwrap().recent_body_bytes, 128 << 20);
+        assert_eq!(parse(&[], &[("REGINA_RECENT_BODY_MB", "0")]).unwrap().unwrap().recent_body_bytes, 0);
+        assert_eq!(parse(&["--recent-body-mb", "3"], &[]).unwrap().unwrap().recent_body_bytes, 3 << 20);
+        let e = parse(&["--recent-body-mb", "99999"], &[]).unwrap_err();
+        assert!(e.contains("--recent-body-mb") && e.contains("16384"), "{e}");
+        assert!(parse(&["--recent-body-mb", "-1"], &[]).is_err());
     }
 }

@@ -71,6 +71,7 @@ fn main() {
             tls_ca,
             max_queued_proposals: config.max_queued_proposals,
             max_long_polls: config.max_long_polls,
+            recent_body_bytes: config.recent_body_bytes,
             disk_high_pct: config.disk_high_pct,
             disk_low_pct: config.disk_low_pct,
             clock: regina_node::clock::system(),

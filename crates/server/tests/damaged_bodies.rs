@@ -4,7 +4,9 @@
 //! `unreadableBody` payload holding the bytes found, the reader acks it like
 //! any other, and the messages before and after it read intact. A
 //! dead-letter retry of a damaged message is refused with a reason, and
-//! the row stays.
+//! the row stays. The newest bodies are also kept in memory and read from
+//! there, so these nodes keep none (`recent_body_bytes: 0`) but the one
+//! that shows it.
 
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
@@ -32,6 +34,11 @@ fn damage_body(broker: &PausedNode, marker: &[u8]) {
     file.sync_all().unwrap();
 }
 
+/// A node whose every body read goes to its file.
+async fn reading_files() -> PausedNode {
+    PausedNode::start_with(regina_node::NodeOptions { recent_body_bytes: 0, ..paused::test_options() }).await
+}
+
 fn item(txn: &str, payload: Value) -> Value {
     json!({ "queue": "orders", "partition": "o-1", "transactionId": txn, "payload": payload })
 }
@@ -52,7 +59,7 @@ async fn ack_all(c: &reqwest::Client, base: &str, pop: &Value, status: &str) -> 
 #[test]
 fn a_damaged_body_is_delivered_as_unreadable_and_its_partition_reads_on() {
     paused::run(async {
-        let broker = PausedNode::start().await;
+        let broker = reading_files().await;
         let (c, base) = (client(), broker.base());
         let marker = "damage-me-0123456789";
         support::push(
@@ -92,7 +99,7 @@ fn a_damaged_body_is_delivered_as_unreadable_and_its_partition_reads_on() {
 #[test]
 fn a_damaged_dead_letter_is_listed_and_its_retry_refused_with_a_reason() {
     paused::run(async {
-        let broker = PausedNode::start().await;
+        let broker = reading_files().await;
         let (c, base) = (client(), broker.base());
         support::configure(&c, &base, "orders", json!({ "retryLimit": 0 })).await;
         let marker = "dead-and-damaged-42";
@@ -114,5 +121,21 @@ fn a_damaged_dead_letter_is_listed_and_its_retry_refused_with_a_reason() {
         assert!(refused["error"].as_str().unwrap().contains("checksum"), "{refused}");
         let (_, still) = support::get_json(&c, &format!("{base}/api/v1/dlq?queue=orders")).await;
         assert_eq!(still["total"], json!(1), "the row stays: {still}");
+    });
+}
+
+/// A body damaged on disk while it is among the newest is still served as
+/// it was written: reads of the newest bodies come from memory.
+#[test]
+fn a_newest_body_damaged_on_disk_is_served_as_written() {
+    paused::run(async {
+        let broker = PausedNode::start().await;
+        let (c, base) = (client(), broker.base());
+        let marker = "kept-in-memory-0123";
+        support::push(&c, &base, vec![item("t1", json!({ "note": marker })), item("t2", json!({ "n": 2 }))]).await;
+        damage_body(&broker, marker.as_bytes());
+        let popped = support::pop(&c, &base, "/api/v1/pop/queue/orders/partition/o-1?batch=10&wait=false").await;
+        let data: Vec<Value> = support::messages(&popped).iter().map(|m| m["data"].clone()).collect();
+        assert_eq!(data, vec![json!({ "note": marker }), json!({ "n": 2 })], "{popped}");
     });
 }

@@ -18,6 +18,9 @@
 //! can be caught so: the node refuses new writes that grow storage while
 //! [`BodyStore::unwritten`] says any body waits.
 //!
+//! The newest bodies written ([`RECENT_BODY_BYTES`] by default) are also
+//! kept in memory and read from there (`crate::recent_bodies`).
+//!
 //! A segment the writes have moved past is handed to [`Io::forget_cached`]
 //! twice: at once, which starts its writeback, and again once
 //! [`KEEP_CACHED_BYTES`] of newer segments follow it, which drops it from
@@ -35,6 +38,7 @@ use parking_lot::Mutex;
 
 use crate::error::io_context;
 use crate::io::{Io, RealIo};
+use crate::recent_bodies::{RecentBodies, RECENT_BODY_BYTES};
 use crate::space::is_out_of_space;
 
 /// Open handles kept for reads and writes. Beyond this the least recently
@@ -75,6 +79,8 @@ pub struct BodyStore {
     /// Whether `unwritten` holds any body: reads and applies look here
     /// without taking its lock, which only a full disk ever fills.
     any_unwritten: AtomicBool,
+    /// The newest bodies written, served without a read of their file.
+    recent: RecentBodies,
 }
 
 #[derive(Default)]
@@ -119,7 +125,15 @@ impl BodyStore {
             handles: Mutex::new(Handles::default()),
             unwritten: Mutex::default(),
             any_unwritten: AtomicBool::new(false),
+            recent: RecentBodies::new(RECENT_BODY_BYTES, segment_bytes),
         })
+    }
+
+    /// The store keeping the newest `bytes` of bodies in memory for reads
+    /// (0: every read goes to its file).
+    pub fn keeping_recent(mut self, bytes: usize) -> Self {
+        self.recent = RecentBodies::new(bytes, self.segment_bytes);
+        self
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -204,6 +218,7 @@ impl BodyStore {
             _ => self.io.write_parts_at(&file, parts, offset),
         };
         written.map_err(|e| io_context(format!("writing {} bytes of bodies at {pos}", len), e))?;
+        self.recent.wrote(pos, parts);
         let finished = {
             let mut handles = self.handles.lock();
             handles.dirty.insert(segment, file);
@@ -266,6 +281,9 @@ impl BodyStore {
                 return Ok(body.clone());
             }
         }
+        if let Some(body) = self.recent.read(pos, len) {
+            return Ok(body);
+        }
         let (segment, offset) = self.locate(pos, len)?;
         let file = self.handle(segment, false)?;
         let mut body = vec![0u8; len as usize];
@@ -310,6 +328,7 @@ impl BodyStore {
     /// rewrites the tail instead of trusting unsynced bytes.
     pub fn truncate_from(&self, pos: u64) -> io::Result<()> {
         let (keep, cut) = (pos / self.segment_bytes, pos % self.segment_bytes);
+        self.recent.forget_from(pos);
         let mut unwritten = self.unwritten.lock();
         unwritten.bodies.retain(|&at, _| at < pos);
         self.any_unwritten.store(!unwritten.bodies.is_empty(), Ordering::Release);
@@ -388,6 +407,7 @@ impl BodyStore {
     /// the installed state's first free position.
     pub fn adopt(&self, staged: &Path) -> io::Result<()> {
         // The staged segments replace every body, those kept in memory too.
+        self.recent.forget_all();
         *self.unwritten.lock() = Unwritten::default();
         self.any_unwritten.store(false, Ordering::Release);
         let mut handles = self.handles.lock();

@@ -11,7 +11,8 @@
 //!   write or fsync poisons the log for good.
 //! * [`bodies`]: message bodies in `{segment:020}.body` files, addressed by
 //!   a global byte position chosen by the caller. Written without fsync,
-//!   because replaying the log rewrites them.
+//!   because replaying the log rewrites them. The newest are also kept in
+//!   memory for reads (`recent_bodies`).
 //! * [`snapshot`]: atomically replaced, checksummed snapshot files.
 //! * [`io`]: the seam through which the log, the bodies and the snapshots
 //!   write and fsync, so tests can inject failures ([`FaultyIo`]) and the
@@ -27,6 +28,7 @@ pub mod bodies;
 pub mod error;
 pub mod io;
 pub mod page_cache;
+mod recent_bodies;
 pub mod snapshot;
 pub mod space;
 pub mod wal;
@@ -34,6 +36,7 @@ pub mod wal;
 pub use bodies::{place, BodyStore};
 pub use error::WalError;
 pub use io::{FaultyIo, Io, RealIo};
+pub use recent_bodies::RECENT_BODY_BYTES;
 pub use snapshot::SnapshotStore;
 pub use space::{is_out_of_space, SpaceWait};
 pub use wal::{AppendDone, RecordPos, Wal, WalOptions};

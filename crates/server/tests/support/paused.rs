@@ -138,6 +138,7 @@ impl PausedNode {
             cluster_token: config.cluster_token.as_ref().map(|t| t.0.clone()),
             max_queued_proposals: config.max_queued_proposals,
             max_long_polls: config.max_long_polls,
+            recent_body_bytes: config.recent_body_bytes,
             // The machine's own disk may be past the watermark: these
             // tests are not about it.
             disk_high_pct: 100,
