@@ -1,7 +1,8 @@
 //! The plain reader of a step's JSON body (`POST /api/v1/transaction`, or
 //! the JSON head of its binary form) in the shape clients send: acks and
-//! pushes with plain strings for their names and ids, KV riders kept as
-//! their text, timer and job riders as the text of their arrays.
+//! pushes with plain strings for their names and ids, KV riders as their
+//! fields (each value's text), timer and job riders as the text of their
+//! arrays.
 //!
 //! serde read a step three times: the envelope (each operation and KV
 //! rider kept raw), each operation's `type`, then its body. That was about
@@ -25,8 +26,8 @@ use crate::http::plain_push::{push_item, PlainItem};
 pub(crate) struct PlainStep<'a> {
     pub operations: Vec<PlainOp<'a>>,
     pub required_leases: Vec<&'a str>,
-    /// Each KV rider's JSON text (an object).
-    pub kv: Vec<&'a str>,
+    /// Each KV rider's fields in the order written: name, value's JSON text.
+    pub kv: Vec<Vec<(&'a str, &'a str)>>,
     /// The JSON text of the `timers` array, when given.
     pub timers: Option<&'a str>,
     /// The JSON text of the `jobs` array, when given.
@@ -47,7 +48,7 @@ pub(crate) fn step(body: &[u8]) -> Option<PlainStep<'_>> {
         match key {
             "operations" if operations.is_none() => operations = Some(r.array(operation)?),
             "requiredLeases" if leases.is_none() => leases = Some(r.array(Reader::plain_string)?),
-            "kv" if kv.is_none() => kv = Some(r.array(object_text)?),
+            "kv" if kv.is_none() => kv = Some(r.array(fields)?),
             "timers" if timers.is_none() => timers = Some(array_text(r)?),
             "jobs" if jobs.is_none() => jobs = Some(array_text(r)?),
             // A field named twice: serde refuses it.
@@ -90,8 +91,15 @@ fn operation<'a>(r: &mut Reader<'a>) -> Option<PlainOp<'a>> {
     }
 }
 
-fn object_text<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
-    r.value_text(2).filter(|t| t.starts_with('{'))
+/// An object's members as written, each value as its text (a KV rider's
+/// fields: its reader takes the last of a repeated name, as from serde).
+fn fields<'a>(r: &mut Reader<'a>) -> Option<Vec<(&'a str, &'a str)>> {
+    let mut members = Vec::with_capacity(8);
+    r.object(|r, key| {
+        members.push((key, r.value_text(3)?));
+        Some(())
+    })?;
+    Some(members)
 }
 
 fn array_text<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
@@ -123,7 +131,14 @@ mod tests {
             ("out", Some(r#"{"n":1,"s":"a\"b"}"#), Some("t"))
         );
         assert_eq!(s.required_leases, ["l-1"]);
-        assert_eq!(s.kv, [r#"{"op":"put","ns":"n","key":"k\u00e9","value":{"v":[1,2]},"ttlSeconds":60}"#]);
+        let put = [
+            ("op", r#""put""#),
+            ("ns", r#""n""#),
+            ("key", r#""k\u00e9""#),
+            ("value", r#"{"v":[1,2]}"#),
+            ("ttlSeconds", "60"),
+        ];
+        assert_eq!(s.kv, [put.to_vec()]);
         assert_eq!((s.timers, s.jobs), (Some(r#"[{"op":"set","name":"x"}]"#), None));
         assert!(plain_reader_agrees(STEP.as_bytes()));
         // Riders only, and an empty body.

@@ -62,13 +62,21 @@ pub struct Fields<'a> {
     surface: Surface,
 }
 
-/// An object's fields in the order written; of a repeated name, the last
-/// counts (as a map built from them would keep it).
-pub struct FieldList<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// An object's fields in the order written, each value as its JSON text;
+/// of a repeated name, the last counts (as a map built from them would keep
+/// it).
+#[derive(Debug, PartialEq, Eq)]
+pub struct FieldList<'a>(Vec<(Cow<'a, str>, &'a str)>);
 
 impl<'a> FieldList<'a> {
-    fn get(&self, name: &str) -> Option<&'a RawValue> {
+    fn get(&self, name: &str) -> Option<&'a str> {
         self.0.iter().rev().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// Fields the plain reader read (`crate::http::plain_step`): names
+    /// without escapes, values checked JSON.
+    pub fn from_plain(fields: Vec<(&'a str, &'a str)>) -> Self {
+        FieldList(fields.into_iter().map(|(name, value)| (Cow::Borrowed(name), value)).collect())
     }
 }
 
@@ -83,7 +91,8 @@ impl<'de> Deserialize<'de> for FieldList<'de> {
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<FieldList<'de>, M::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
                 while let Some(Name(name)) = map.next_key()? {
-                    fields.push((name, map.next_value()?));
+                    let value: &'de RawValue = map.next_value()?;
+                    fields.push((name, value.get()));
                 }
                 Ok(FieldList(fields))
             }
@@ -108,7 +117,7 @@ impl<'a> Fields<'a> {
 
     /// Fields of a path route's body, which names no operation itself.
     pub fn from_map(map: HashMap<String, &'a RawValue>, at: String) -> Self {
-        let list = FieldList(map.into_iter().map(|(name, value)| (Cow::Owned(name), value)).collect());
+        let list = FieldList(map.into_iter().map(|(name, value)| (Cow::Owned(name), value.get())).collect());
         Fields { list, at, surface: Surface::Kv }
     }
 
@@ -127,38 +136,36 @@ impl<'a> Fields<'a> {
     }
 
     /// The field as written, `null` included.
-    pub fn present(&self, name: &str) -> Option<&'a RawValue> {
+    pub fn present(&self, name: &str) -> Option<&'a str> {
         self.list.get(name)
     }
 
-    pub fn raw(&self, name: &str) -> Option<&'a RawValue> {
-        self.present(name).filter(|r| r.get() != "null")
+    pub fn raw(&self, name: &str) -> Option<&'a str> {
+        self.present(name).filter(|r| *r != "null")
     }
 
     pub fn str(&self, name: &str, reason: &'static str) -> Result<Option<String>, KvError> {
         self.raw(name)
-            .map(|r| serde_json::from_str(r.get()).map_err(|_| self.fail(reason, format!("{name} must be a string"))))
+            .map(|r| serde_json::from_str(r).map_err(|_| self.fail(reason, format!("{name} must be a string"))))
             .transpose()
     }
 
     pub fn bool(&self, name: &str, reason: &'static str) -> Result<Option<bool>, KvError> {
         self.raw(name)
-            .map(|r| {
-                serde_json::from_str(r.get()).map_err(|_| self.fail(reason, format!("{name} must be true or false")))
-            })
+            .map(|r| serde_json::from_str(r).map_err(|_| self.fail(reason, format!("{name} must be true or false"))))
             .transpose()
     }
 
     /// A JSON integer; `integral_floats` also takes `5.0`.
     pub fn int(&self, name: &str, reason: &'static str, integral_floats: bool) -> Result<Option<i64>, KvError> {
         let Some(r) = self.raw(name) else { return Ok(None) };
-        let n: Option<serde_json::Number> = serde_json::from_str(r.get()).ok();
+        let n: Option<serde_json::Number> = serde_json::from_str(r).ok();
         let v = n.and_then(|n| {
             n.as_i64().or_else(|| {
                 n.as_f64().filter(|f| integral_floats && f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64)
             })
         });
-        v.map(Some).ok_or_else(|| self.fail(reason, format!("{name} must be an integer, not {}", r.get())))
+        v.map(Some).ok_or_else(|| self.fail(reason, format!("{name} must be an integer, not {r}")))
     }
 
     /// Refuses tenant fields: the tenant is never an input.
@@ -235,19 +242,35 @@ pub fn compact(json: &str) -> Vec<u8> {
     out
 }
 
-/// Reads every operation of a call and checks the call's limits.
-/// Each operation is given as its JSON text.
+/// Reads every operation of a call and checks the call's limits. Each
+/// operation is given as its JSON text.
 pub fn parse_ops(raw: &[&str], scope: Scope) -> Result<Vec<KvOp>, KvError> {
+    parse_riders(raw.iter().map(|text| Rider::Text(text)).collect(), scope)
+}
+
+/// A KV operation as given: its JSON text, or its fields as the plain
+/// reader read them.
+pub enum Rider<'a> {
+    Text(&'a str),
+    Read(FieldList<'a>),
+}
+
+/// [`parse_ops`] of operations given either way.
+pub fn parse_riders(riders: Vec<Rider<'_>>, scope: Scope) -> Result<Vec<KvOp>, KvError> {
     let (ops_max, keys_max, field) = match scope {
         Scope::Call => (KV_OPS_PER_CALL_MAX, KV_KEYS_PER_CALL_MAX, "operations"),
         Scope::Transaction => (KV_OPS_PER_TXN_MAX, KV_KEYS_PER_TXN_MAX, "kv"),
     };
-    if raw.len() > ops_max {
-        return Err(KvError::bad("kv_too_many_ops", format!("{} operations; the limit is {ops_max}", raw.len())));
+    if riders.len() > ops_max {
+        return Err(KvError::bad("kv_too_many_ops", format!("{} operations; the limit is {ops_max}", riders.len())));
     }
-    let mut ops = Vec::with_capacity(raw.len());
-    for (i, r) in raw.iter().enumerate() {
-        let f = Fields::parse(r, format!("{field}[{i}]"), Surface::Kv)?;
+    let mut ops = Vec::with_capacity(riders.len());
+    for (i, rider) in riders.into_iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let f = match rider {
+            Rider::Text(text) => Fields::parse(text, at, Surface::Kv)?,
+            Rider::Read(list) => Fields { list, at, surface: Surface::Kv },
+        };
         ops.push(parse_op(&f, scope)?);
     }
     let keys: usize = ops.iter().map(keys_named).sum();
@@ -297,7 +320,7 @@ fn parse_read(f: &Fields, kind: &str, ns: String, scope: Scope) -> Result<KvOp, 
         "getMany" => {
             let keys: Vec<String> = f
                 .raw("keys")
-                .and_then(|r| serde_json::from_str(r.get()).ok())
+                .and_then(|r| serde_json::from_str(r).ok())
                 .ok_or_else(|| f.fail("kv_bad_request", "getMany needs keys, an array of strings"))?;
             for k in &keys {
                 validate_key(f, k)?;
@@ -363,7 +386,7 @@ fn parse_write(f: &Fields, kind: &str, ns: String, required: bool) -> Result<KvO
                 expect = Some(0);
             }
             let raw = f.present("value").ok_or_else(|| f.fail("kv_bad_request", "a put needs a value"))?;
-            let value = compact(raw.get());
+            let value = compact(raw);
             if value.len() > KV_VALUE_BYTES_MAX {
                 let detail = format!("{}: a value of {} bytes; the limit is {KV_VALUE_BYTES_MAX}", f.at, value.len());
                 return Err(KvError::too_large("kv_value_too_large", detail));
@@ -417,7 +440,7 @@ mod field_tests {
         let f = Fields::parse(raw.get(), "kv[0]".into(), Surface::Kv).ok()?;
         let mut names: Vec<String> = f.names().map(str::to_string).collect();
         names.dedup();
-        Some(names.iter().map(|n| (n.clone(), f.present(n).map_or("-".into(), |v| v.get().to_string()))).collect())
+        Some(names.iter().map(|n| (n.clone(), f.present(n).map_or("-".into(), |v| v.to_string()))).collect())
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! is an instant here, and it is only parsed, never compared with a clock:
 //! an instant already past is a write that expires at once.
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use regina_state::command::Lifetime;
@@ -59,20 +58,20 @@ pub fn lifetime(f: &Fields) -> Result<Option<Lifetime>, KvError> {
 
 /// `expiresAt`: an ISO-8601 string or an integer of ms since the epoch,
 /// after the epoch and no later than year 9999.
-fn expires_at(f: &Fields, raw: &RawValue) -> Result<u64, KvError> {
+fn expires_at(f: &Fields, raw: &str) -> Result<u64, KvError> {
     let bad = |what: String| f.fail("kv_bad_expires_at", what);
-    let ms = match serde_json::from_str::<Value>(raw.get()) {
+    let ms = match serde_json::from_str::<Value>(raw) {
         Ok(Value::String(s)) => {
             parse_iso(&s).ok_or_else(|| bad(format!("expiresAt {s:?} is not an ISO-8601 instant")))? as i64
         }
         Ok(Value::Number(n)) => {
-            n.as_i64().ok_or_else(|| bad(format!("expiresAt must be whole ms since the epoch, not {}", raw.get())))?
+            n.as_i64().ok_or_else(|| bad(format!("expiresAt must be whole ms since the epoch, not {raw}")))?
         }
-        _ => return Err(bad(format!("expiresAt must be an ISO-8601 string or ms since the epoch, not {}", raw.get()))),
+        _ => return Err(bad(format!("expiresAt must be an ISO-8601 string or ms since the epoch, not {raw}"))),
     };
     if ms <= 0 || ms as u64 > KV_EXPIRES_AT_MS_MAX {
         let last = format_iso(KV_EXPIRES_AT_MS_MAX);
-        return Err(bad(format!("expiresAt must be after the epoch and no later than {last}, not {}", raw.get())));
+        return Err(bad(format!("expiresAt must be after the epoch and no later than {last}, not {raw}")));
     }
     Ok(ms as u64)
 }
@@ -82,12 +81,12 @@ fn expires_at(f: &Fields, raw: &RawValue) -> Result<u64, KvError> {
 /// `expiresAt` is refused: as a default it would make every later write
 /// expire at once after that instant. Every mistake answers
 /// `kv_bad_expiration`.
-pub fn expiration(f: &Fields, raw: &RawValue) -> Result<Option<Lifetime>, KvError> {
-    if raw.get() == "null" {
+pub fn expiration(f: &Fields, raw: &str) -> Result<Option<Lifetime>, KvError> {
+    if raw == "null" {
         return Ok(None);
     }
     let at = format!("{}.expiration", f.at());
-    let inner = Fields::parse(raw.get(), at, Surface::Kv).map_err(as_bad_expiration)?;
+    let inner = Fields::parse(raw, at, Surface::Kv).map_err(as_bad_expiration)?;
     if let Some(other) = inner.names().find(|n| !LIFETIME_FIELDS.contains(n)) {
         return Err(inner.fail("kv_bad_expiration", format!("{other} is not a lifetime field")));
     }

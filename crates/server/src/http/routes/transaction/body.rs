@@ -14,14 +14,14 @@ use crate::http::input::json_body;
 use crate::http::plain_push::PlainItem;
 use crate::http::plain_step::{self, PlainOp, PlainStep};
 use crate::http::routes::ack::AckBody;
+use crate::http::routes::kv::input::{FieldList, Rider};
 use crate::http::routes::push::{item_agrees, ItemBody};
 
 /// What the route reads of a step's body.
 pub(super) struct StepBody<'a> {
     pub operations: Operations<'a>,
     pub required_leases: Vec<Cow<'a, str>>,
-    /// Each KV rider's JSON text.
-    pub kv: Vec<&'a str>,
+    pub kv: Vec<Rider<'a>>,
     pub timers: Vec<Value>,
     /// Job riders (enqueue, complete, fail, release, retry, cancel); every
     /// one is required.
@@ -74,7 +74,7 @@ pub(super) fn read(head: &[u8]) -> ApiResult<StepBody<'_>> {
     Ok(StepBody {
         operations: Operations::Raw(b.operations),
         required_leases: b.required_leases,
-        kv: b.kv.iter().map(|r| r.get()).collect(),
+        kv: b.kv.iter().map(|r| Rider::Text(r.get())).collect(),
         timers: b.timers,
         jobs: b.jobs,
     })
@@ -90,7 +90,7 @@ fn from_plain(s: PlainStep<'_>) -> Option<StepBody<'_>> {
         jobs: values(s.jobs)?,
         operations: Operations::Plain(s.operations),
         required_leases: s.required_leases.into_iter().map(Cow::Borrowed).collect(),
-        kv: s.kv,
+        kv: s.kv.into_iter().map(|fields| Rider::Read(FieldList::from_plain(fields))).collect(),
     })
 }
 
@@ -153,7 +153,10 @@ pub fn plain_reader_agrees(bytes: &[u8]) -> bool {
         && ops.iter().zip(&parsed).all(|(p, f)| same_op(p, f))
         && plain.required_leases == full.required_leases
         && plain.kv.len() == full.kv.len()
-        && plain.kv.iter().zip(&full.kv).all(|(p, f)| *p == f.get())
+        && plain.kv.iter().zip(&full.kv).all(|(p, f)| match p {
+            Rider::Read(list) => serde_json::from_str::<FieldList>(f.get()).ok().as_ref() == Some(list),
+            Rider::Text(_) => false,
+        })
         && plain.timers == full.timers
         && plain.jobs == full.jobs
 }

@@ -23,7 +23,7 @@ use crate::http::input::body_bytes;
 use crate::http::json_out as j;
 use crate::http::routes::ack::{judge, Judged};
 use crate::http::routes::binary;
-use crate::http::routes::kv::input::{parse_ops, Scope};
+use crate::http::routes::kv::input::{parse_riders, Scope};
 use crate::http::routes::kv::{no_lifetime, result_json, value_of};
 use crate::http::routes::push::{from_binary, to_item, traced_plain_item};
 use regina_node::Replica;
@@ -60,7 +60,7 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
     {
         return Err(ApiError::bad_request("a transaction needs at least one operation").at_field("operations"));
     }
-    let kv = match parse_ops(&b.kv, Scope::Transaction) {
+    let kv = match parse_riders(b.kv, Scope::Transaction) {
         Ok(kv) => kv,
         Err(e) => return Ok(e.in_transaction()),
     };
