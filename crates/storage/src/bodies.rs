@@ -217,7 +217,10 @@ impl BodyStore {
             [body] => self.io.write_at(&file, body, offset),
             _ => self.io.write_parts_at(&file, parts, offset),
         };
-        written.map_err(|e| io_context(format!("writing {} bytes of bodies at {pos}", len), e))?;
+        if let Err(e) = written {
+            self.recent.missed(pos, len);
+            return Err(io_context(format!("writing {} bytes of bodies at {pos}", len), e));
+        }
         self.recent.wrote(pos, parts);
         let finished = {
             let mut handles = self.handles.lock();
