@@ -24,7 +24,10 @@
 //! A segment the writes have moved past is handed to [`Io::forget_cached`]
 //! twice: at once, which starts its writeback, and again once
 //! [`KEEP_CACHED_BYTES`] of newer segments follow it, which drops it from
-//! the page cache. A backlog older than that is read from disk.
+//! the page cache. A backlog older than that is read from disk. The
+//! segment being written starts its writeback every
+//! [`WRITEBACK_STEP_BYTES`] ([`Io::start_writeback`]), so neither that
+//! first advice nor the fsync before a snapshot finds a whole segment dirty.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -49,6 +52,10 @@ const MAX_OPEN_FILES: usize = 64;
 /// consumers that read them soon after their push; older complete
 /// segments are dropped from it (see [`crate::page_cache`]).
 pub const KEEP_CACHED_BYTES: u64 = 512 * 1024 * 1024;
+/// How many bytes written into a segment start their writeback together.
+/// Small enough that the WAL's fdatasync never waits long behind them;
+/// large enough that the advice costs little (one call per step).
+pub const WRITEBACK_STEP_BYTES: u64 = 4 * 1024 * 1024;
 const SUFFIX: &str = ".body";
 
 /// Where a body of `len` bytes should start, given the first free position:
@@ -103,6 +110,8 @@ struct Handles {
     sync_failure: Option<String>,
     /// The highest segment written since the store opened or was cut.
     newest: Option<u64>,
+    /// Where the last writeback started by the writes ended (a position).
+    written_back_to: Option<u64>,
 }
 
 impl BodyStore {
@@ -222,11 +231,15 @@ impl BodyStore {
             return Err(io_context(format!("writing {} bytes of bodies at {pos}", len), e));
         }
         self.recent.wrote(pos, parts);
-        let finished = {
+        let segment_start = segment * self.segment_bytes;
+        let (finished, write_back) = {
             let mut handles = self.handles.lock();
-            handles.dirty.insert(segment, file);
-            handles.move_newest_to(segment)
+            handles.dirty.insert(segment, file.clone());
+            (handles.move_newest_to(segment), handles.write_back_due(segment_start, pos + len))
         };
+        if let Some(range) = write_back {
+            self.io.start_writeback(&file, range.start - segment_start, range.end - range.start);
+        }
         for done in finished {
             self.leave_page_cache(done);
         }
@@ -338,6 +351,7 @@ impl BodyStore {
         drop(unwritten);
         let mut handles = self.handles.lock();
         handles.newest = None;
+        handles.written_back_to = None;
         for segment in self.list()? {
             if segment > keep {
                 handles.forget(segment);
@@ -415,6 +429,7 @@ impl BodyStore {
         self.any_unwritten.store(false, Ordering::Release);
         let mut handles = self.handles.lock();
         handles.newest = None;
+        handles.written_back_to = None;
         for segment in self.list()? {
             handles.forget(segment);
             self.remove(segment)?;
@@ -519,6 +534,20 @@ impl Handles {
         let moved_past = *newest..segment.max(*newest);
         *newest = moved_past.end;
         moved_past
+    }
+
+    /// Records a write ending at `end` in the segment starting at
+    /// `segment_start`; returns the range whose writeback is due, once
+    /// [`WRITEBACK_STEP_BYTES`] of the segment have been written since the
+    /// last. A write behind the last range (a retried body) starts none.
+    fn write_back_due(&mut self, segment_start: u64, end: u64) -> Option<std::ops::Range<u64>> {
+        let from = self.written_back_to.filter(|at| *at >= segment_start).unwrap_or(segment_start);
+        if end < from.saturating_add(WRITEBACK_STEP_BYTES) {
+            self.written_back_to = Some(from);
+            return None;
+        }
+        self.written_back_to = Some(end);
+        Some(from..end)
     }
 
     fn forget(&mut self, segment: u64) {

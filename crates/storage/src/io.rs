@@ -39,6 +39,13 @@ pub trait Io: Send + Sync + 'static {
     fn forget_cached(&self, path: &Path) {
         let _ = path;
     }
+    /// `len` bytes were just written at `offset` of `file`: their writeback
+    /// may start now (see [`crate::page_cache::write_back_in_background`]).
+    /// Only a hint; durability stays with [`Io::sync_data`]. This default
+    /// takes none.
+    fn start_writeback(&self, file: &File, offset: u64, len: u64) {
+        let _ = (file, offset, len);
+    }
 }
 
 /// The real thing: `pwrite` and `fdatasync`.
@@ -87,6 +94,10 @@ impl Io for RealIo {
 
     fn forget_cached(&self, path: &Path) {
         crate::page_cache::forget_in_background(path.to_path_buf());
+    }
+
+    fn start_writeback(&self, file: &File, offset: u64, len: u64) {
+        crate::page_cache::write_back_in_background(file, offset, len);
     }
 }
 
@@ -242,6 +253,10 @@ impl Io for FaultyIo {
 
     fn forget_cached(&self, path: &Path) {
         self.inner.forget_cached(path)
+    }
+
+    fn start_writeback(&self, file: &File, offset: u64, len: u64) {
+        self.inner.start_writeback(file, offset, len)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Dropping written files from the page cache, off the writer's path.
+//! Dropping written files from the page cache, and starting the writeback
+//! of what is being written, off the writer's path.
 //!
 //! Message bodies are written once and, past the newest few segments,
 //! seldom read soon again. Left in the page cache they make it grow by
@@ -14,11 +15,16 @@
 //! complete (its writeback starts early) and again later (it is dropped,
 //! written back by then). See [`crate::BodyStore`].
 //!
+//! A file still being written (a body segment, a snapshot) has its newest
+//! range advised as it goes ([`write_back_in_background`]), so its dirty
+//! pages go to disk in steps of a few megabytes instead of all at once.
+//!
 //! The advice runs on one thread for the whole process: a large file's
 //! writeback is queued in the call, which would otherwise stall a writer
 //! for milliseconds.
 
 use std::fs::File;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::OnceLock;
@@ -29,13 +35,45 @@ use rustix::fs::{fadvise, Advice};
 /// and start writing back its dirty ones. A file gone by then (a segment
 /// released meanwhile) is skipped; nothing waits for the advice.
 pub fn forget_in_background(path: PathBuf) {
-    static ADVISER: OnceLock<Option<Sender<PathBuf>>> = OnceLock::new();
+    advise(Advise::Forget(path));
+}
+
+/// Asks, in the background, that the `len` bytes written at `offset` of
+/// `file` start their writeback now, not when the kernel's dirty limits or
+/// an fsync force it. A file written through in steps so never holds much
+/// that is dirty: the fsync that makes it durable (a snapshot's, a body
+/// segment's) and the writeback of a finished file stay short, and the
+/// WAL's fdatasyncs never queue behind tens of megabytes of it (a whole
+/// body segment's writeback stopped an e2e run's deliveries for ~100 ms:
+/// docs/benchmarks.md, item 22). The same advice as
+/// [`forget_in_background`] on that range only: its pages are dirty when
+/// asked about, so they are written back and stay cached.
+pub fn write_back_in_background(file: &File, offset: u64, len: u64) {
+    // A duplicate handle: the caller may close its own first.
+    if let Ok(file) = file.try_clone() {
+        advise(Advise::WriteBack { file, offset, len });
+    }
+}
+
+enum Advise {
+    Forget(PathBuf),
+    WriteBack { file: File, offset: u64, len: u64 },
+}
+
+fn advise(advice: Advise) {
+    static ADVISER: OnceLock<Option<Sender<Advise>>> = OnceLock::new();
     let adviser = ADVISER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<PathBuf>();
+        let (tx, rx) = mpsc::channel::<Advise>();
         let spawned = std::thread::Builder::new().name("page-cache-advice".into()).spawn(move || {
-            for path in rx {
-                if let Err(e) = forget_now(&path) {
-                    tracing::debug!(path = %path.display(), error = %e, "page cache advice not taken");
+            for advice in rx {
+                let taken = match &advice {
+                    Advise::Forget(path) => forget_now(path),
+                    Advise::WriteBack { file, offset, len } => {
+                        fadvise(file, *offset, NonZeroU64::new(*len), Advice::DontNeed).map_err(Into::into)
+                    }
+                };
+                if let Err(e) = taken {
+                    tracing::debug!(error = %e, "page cache advice not taken");
                 }
             }
         });
@@ -44,7 +82,7 @@ pub fn forget_in_background(path: PathBuf) {
         spawned.ok().map(|_| tx)
     });
     if let Some(tx) = adviser {
-        let _ = tx.send(path);
+        let _ = tx.send(advice);
     }
 }
 
@@ -70,6 +108,9 @@ mod tests {
         forget_now(&path)?;
         forget_in_background(path.clone());
         forget_in_background(dir.path().join("gone"));
+        let file = File::open(&path)?;
+        write_back_in_background(&file, 4096, 100_000);
+        drop(file);
         assert_eq!(std::fs::read(&path)?, bytes);
         assert_eq!(forget_now(&dir.path().join("gone")).map_err(|e| e.kind()), Err(std::io::ErrorKind::NotFound));
         Ok(())

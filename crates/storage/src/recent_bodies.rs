@@ -16,14 +16,24 @@
 //! that reached past); a write anywhere else (the first write, a rewrite)
 //! starts the ring afresh at its position. A read outside the held range is
 //! `None`, and the caller reads the file.
+//!
+//! The ring's memory comes in chunks of [`CHUNK_BYTES`], each allocated at
+//! the first write into it: allocating (and so zeroing) the whole ring at
+//! the first write stopped applying for 200 ms, the first messages of an
+//! e2e run waiting behind it (docs/benchmarks.md, item 22).
 
 use parking_lot::RwLock;
 
 /// How many bytes of the newest bodies a store keeps in memory by default.
 pub const RECENT_BODY_BYTES: usize = 128 * 1024 * 1024;
 
+/// The ring's unit of allocation.
+const CHUNK_BYTES: usize = 1024 * 1024;
+
 pub(crate) struct RecentBodies {
     capacity: usize,
+    /// Bytes per chunk of memory ([`CHUNK_BYTES`]; smaller in tests).
+    chunk: usize,
     /// The body segments' size: a write at a segment's start may follow a
     /// gap.
     segment_bytes: u64,
@@ -31,9 +41,9 @@ pub(crate) struct RecentBodies {
 }
 
 struct Ring {
-    /// Allocated at the first write that fits (a store never written keeps
-    /// no memory).
-    bytes: Vec<u8>,
+    /// The ring's bytes, chunk by chunk; a chunk never written into is
+    /// empty (a store never written keeps no memory).
+    chunks: Vec<Box<[u8]>>,
     /// One past the newest held position.
     end: u64,
     /// How many bytes below `end` are held (at most the capacity).
@@ -47,10 +57,21 @@ impl RecentBodies {
     /// A ring of `capacity` bytes over segments of `segment_bytes`; a
     /// capacity of 0 keeps nothing.
     pub(crate) fn new(capacity: usize, segment_bytes: u64) -> Self {
+        Self::in_chunks_of(CHUNK_BYTES, capacity, segment_bytes)
+    }
+
+    fn in_chunks_of(chunk: usize, capacity: usize, segment_bytes: u64) -> Self {
+        assert!(chunk > 0, "a ring's chunks hold at least a byte");
         RecentBodies {
             capacity,
+            chunk,
             segment_bytes,
-            ring: RwLock::new(Ring { bytes: Vec::new(), end: 0, held: 0, high_water: 0 }),
+            ring: RwLock::new(Ring {
+                chunks: vec![Box::default(); capacity.div_ceil(chunk)],
+                end: 0,
+                held: 0,
+                high_water: 0,
+            }),
         }
     }
 
@@ -77,12 +98,9 @@ impl RecentBodies {
                 return;
             }
         }
-        if ring.bytes.is_empty() {
-            ring.bytes = vec![0; self.capacity];
-        }
         let mut at = pos;
         for part in parts {
-            copy_in(&mut ring.bytes, at, part);
+            copy_in(&mut ring.chunks, self.chunk, self.capacity, at, part);
             at += part.len() as u64;
         }
         ring.held = (ring.held + (at - ring.end)).min(cap);
@@ -101,10 +119,16 @@ impl RecentBodies {
             return None;
         }
         let mut out = Vec::with_capacity(len as usize);
-        let start = (pos % self.capacity as u64) as usize;
-        let first = (len as usize).min(self.capacity - start);
-        out.extend_from_slice(&ring.bytes[start..start + first]);
-        out.extend_from_slice(&ring.bytes[..len as usize - first]);
+        let mut at = (pos % self.capacity as u64) as usize;
+        while out.len() < len as usize {
+            // A chunk never written into lies in a bridged gap, where no
+            // body is: the file answers instead.
+            let chunk = &ring.chunks[at / self.chunk];
+            let within = at % self.chunk;
+            let n = (len as usize - out.len()).min(chunk.len().checked_sub(within).filter(|n| *n > 0)?);
+            out.extend_from_slice(&chunk[within..within + n]);
+            at = (at + n) % self.capacity;
+        }
         Some(out)
     }
 
@@ -131,13 +155,23 @@ impl RecentBodies {
     }
 }
 
-/// Copies `part` into the ring at position `at`, wrapping at its end.
-fn copy_in(bytes: &mut [u8], at: u64, part: &[u8]) {
-    let cap = bytes.len();
-    let start = (at % cap as u64) as usize;
-    let first = part.len().min(cap - start);
-    bytes[start..start + first].copy_from_slice(&part[..first]);
-    bytes[..part.len() - first].copy_from_slice(&part[first..]);
+/// Copies `part` into a ring of `capacity` bytes, in chunks of
+/// `chunk_bytes`, at position `at`, wrapping at its end and allocating the
+/// chunks it reaches first.
+fn copy_in(chunks: &mut [Box<[u8]>], chunk_bytes: usize, capacity: usize, at: u64, mut part: &[u8]) {
+    let mut at = (at % capacity as u64) as usize;
+    while !part.is_empty() {
+        let index = at / chunk_bytes;
+        let chunk = &mut chunks[index];
+        if chunk.is_empty() {
+            *chunk = vec![0u8; chunk_bytes.min(capacity - index * chunk_bytes)].into_boxed_slice();
+        }
+        let within = at % chunk_bytes;
+        let n = part.len().min(chunk.len() - within);
+        chunk[within..within + n].copy_from_slice(&part[..n]);
+        part = &part[n..];
+        at = (at + n) % capacity;
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +213,25 @@ mod tests {
         assert_eq!(RecentBodies::new(0, 1000).read(0, 0), None);
     }
 
+    #[test]
+    fn allocates_a_chunk_at_its_first_write_and_reads_across_chunks() {
+        let r = RecentBodies::in_chunks_of(4, 16, 10);
+        r.wrote(1, &[b"ab"]);
+        let allocated = |r: &RecentBodies| r.ring.read().chunks.iter().filter(|c| !c.is_empty()).count();
+        assert_eq!(allocated(&r), 1);
+        // The next segment's start bridges 3..10; chunk 4..8 is never
+        // written, and a read there is left to the file.
+        r.wrote(10, &[b"cdefgh"]);
+        assert_eq!(allocated(&r), 3);
+        assert_eq!(r.read(4, 2), None);
+        assert_eq!(r.read(1, 2).as_deref(), Some(&b"ab"[..]));
+        assert_eq!(r.read(10, 6).as_deref(), Some(&b"cdefgh"[..]), "across two chunks");
+        // Wrapping into chunk 0 again, and across the ring's end.
+        r.wrote(16, &[b"ijklmn"]);
+        assert_eq!(r.read(13, 9).as_deref(), Some(&b"fghijklmn"[..]));
+        assert_eq!(allocated(&r), 4);
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
 
@@ -191,9 +244,10 @@ mod tests {
         fn serves_only_the_bodies_as_written(
             steps in proptest::collection::vec((0u8..8, 0u64..64, 1usize..12), 1..80),
             capacity in 1usize..40,
+            chunk in 1usize..12,
             segment in 12u64..30,
         ) {
-            let r = RecentBodies::new(capacity, segment);
+            let r = RecentBodies::in_chunks_of(chunk, capacity, segment);
             // Bodies in place: position -> bytes.
             let mut bodies: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             let mut next = 0u64;

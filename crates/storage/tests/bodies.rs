@@ -237,3 +237,39 @@ fn segments_moved_past_leave_the_page_cache_behind_a_window() {
         assert_eq!(store.read(pos, body.len() as u64).unwrap(), body);
     }
 }
+
+/// The segment being written starts its writeback every
+/// `WRITEBACK_STEP_BYTES`, from where the last step ended; a new segment
+/// starts from its beginning, and a write behind the last step (a retried
+/// body) starts none. Every body still reads back.
+#[test]
+fn a_segment_being_written_starts_its_writeback_in_steps() {
+    use regina_storage::bodies::WRITEBACK_STEP_BYTES as STEP;
+    let dir = fast_tempdir();
+    let segment = 4 * STEP;
+    let log = Arc::new(AdviceLog::default());
+    let store = BodyStore::open_with_io(dir.path(), segment, log.clone()).unwrap();
+    let taken = || std::mem::take(&mut *log.written_back.lock());
+    let piece = (STEP / 3) as usize;
+    let body = |i: u64| vec![(i % 251) as u8; piece];
+
+    let mut at = 0;
+    let mut written = Vec::new();
+    for i in 0..7 {
+        store.write_at(at, &body(i)).unwrap();
+        written.push((at, body(i)));
+        at += piece as u64;
+    }
+    // Three pieces fall short of a step by a byte; the fourth ends past it.
+    assert_eq!(taken(), [(0, 4 * piece as u64)]);
+    store.write_at(piece as u64, &body(1)).unwrap();
+    assert!(taken().is_empty(), "a rewrite behind the last step starts none");
+    // Into the next segment: counted from its start.
+    store.write_many(&[(segment, body(8).as_slice()), (segment + piece as u64, &body(9))]).unwrap();
+    assert!(taken().is_empty());
+    store.write_at(segment + STEP, b"x").unwrap();
+    assert_eq!(taken(), [(0, STEP + 1)]);
+    for (pos, body) in written {
+        assert_eq!(store.read(pos, body.len() as u64).unwrap(), body);
+    }
+}

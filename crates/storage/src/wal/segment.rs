@@ -22,6 +22,11 @@ const TEMP_SUFFIX: &str = ".wal.tmp";
 /// Zeros are written in chunks of this size so preparing a segment needs
 /// little memory and can notice a shutdown between chunks.
 const ZERO_CHUNK: usize = 1 << 20;
+/// Zeros are synced every this many bytes: a segment's 64 MiB of zeros
+/// synced at once queued ahead of the WAL's own fdatasyncs, and the
+/// appends waiting on those stalled for tens of milliseconds
+/// (docs/benchmarks.md, item 22).
+const ZERO_SYNC_BYTES: u64 = 4 << 20;
 
 pub fn file_name(seq: u64) -> String {
     format!("{seq:020}{SEGMENT_SUFFIX}")
@@ -69,8 +74,9 @@ pub fn open_existing(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).write(true).open(path)
 }
 
-/// Writes zeros over `[from, to)` of `file`, returning early (with `false`)
-/// if `stop` is raised between chunks.
+/// Writes zeros over `[from, to)` of `file`, syncing them every
+/// [`ZERO_SYNC_BYTES`], returning early (with `false`) if `stop` is raised
+/// between chunks.
 pub fn write_zeros(file: &File, from: u64, to: u64, stop: &AtomicBool) -> io::Result<bool> {
     let zeros = vec![0u8; ZERO_CHUNK];
     let mut at = from;
@@ -81,6 +87,9 @@ pub fn write_zeros(file: &File, from: u64, to: u64, stop: &AtomicBool) -> io::Re
         let n = (to - at).min(ZERO_CHUNK as u64) as usize;
         file.write_all_at(&zeros[..n], at)?;
         at += n as u64;
+        if (at - from).is_multiple_of(ZERO_SYNC_BYTES) {
+            file.sync_data()?;
+        }
     }
     Ok(true)
 }

@@ -65,11 +65,13 @@ impl Lcg {
     }
 }
 
-/// An `Io` that records which files are handed to the page cache advice.
+/// An `Io` that records which files are handed to the page cache advice,
+/// and which ranges to an early writeback (offset, length).
 #[derive(Default)]
 pub struct AdviceLog {
     inner: regina_storage::RealIo,
     pub advised: parking_lot::Mutex<Vec<String>>,
+    pub written_back: parking_lot::Mutex<Vec<(u64, u64)>>,
 }
 
 impl regina_storage::Io for AdviceLog {
@@ -82,5 +84,9 @@ impl regina_storage::Io for AdviceLog {
     fn forget_cached(&self, path: &std::path::Path) {
         self.advised.lock().push(path.file_name().unwrap().to_string_lossy().into_owned());
         self.inner.forget_cached(path);
+    }
+    fn start_writeback(&self, file: &std::fs::File, offset: u64, len: u64) {
+        self.written_back.lock().push((offset, len));
+        self.inner.start_writeback(file, offset, len);
     }
 }
