@@ -113,7 +113,7 @@ pub async fn run(a: &Args) -> Result<Value, String> {
     let preload_secs = t0.elapsed().as_secs_f64();
     eprintln!("consume: preloaded {} messages into {queue} in {preload_secs:.1}s", expected.len());
 
-    let shared = Shared::new(a.groups, expected.len() as u64);
+    let shared = Shared::new(a.groups, expected.len() as u64, expected.len() * a.groups);
     let started = Instant::now();
     let started_us = consumer::now_micros();
     let deadline = started + Duration::from_secs_f64(a.seconds);

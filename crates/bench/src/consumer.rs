@@ -108,9 +108,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(groups: usize, target: u64) -> Arc<Shared> {
+    /// `room`: how many records to make room for at once. A record list
+    /// grown by doubling copied itself under its lock (tens of megabytes
+    /// late in a run), holding every worker up meanwhile.
+    pub fn new(groups: usize, target: u64, room: usize) -> Arc<Shared> {
         Arc::new(Shared {
-            records: Mutex::new(Vec::new()),
+            records: Mutex::new(Vec::with_capacity(room)),
             received: (0..groups).map(|_| AtomicU64::new(0)).collect(),
             last_progress: (0..groups).map(|_| AtomicU64::new(now_micros())).collect(),
             target: AtomicU64::new(target),
