@@ -12,6 +12,7 @@
 //!
 //! Nothing here knows what a queue is; it moves opaque entries.
 
+pub mod background_drop;
 pub mod backup;
 pub mod log_index;
 pub mod log_store;

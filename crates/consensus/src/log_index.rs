@@ -28,6 +28,20 @@ pub enum Oldest {
     At(RecordPos),
 }
 
+/// Entries a purge took out of the cache.
+pub struct PurgedEntries(BTreeMap<u64, (RaftEntry, usize)>);
+
+impl PurgedEntries {
+    /// How many cached entries the purge took out.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 pub struct LogIndex {
     /// Index of `locs[0]`.
     pub first: u64,
@@ -137,8 +151,10 @@ impl LogIndex {
         self.cache_bytes -= dropped.values().map(|(_, b)| b).sum::<usize>();
     }
 
-    /// Drops entries at and before `upto`.
-    pub fn purge(&mut self, upto: LogId) {
+    /// Drops entries at and before `upto`. Returns the cached ones, for
+    /// the caller to free where it costs nothing
+    /// ([`crate::background_drop`]).
+    pub fn purge(&mut self, upto: LogId) -> PurgedEntries {
         while self.first <= upto.index && !self.locs.is_empty() {
             self.locs.pop_front();
             self.first += 1;
@@ -148,10 +164,11 @@ impl LogIndex {
         }
         let kept = self.cache.split_off(&(upto.index + 1));
         self.cache_bytes -= self.cache.values().map(|(_, b)| b).sum::<usize>();
-        self.cache = kept;
+        let purged = std::mem::replace(&mut self.cache, kept);
         if self.last_purged.is_none_or(|p| p.index < upto.index) {
             self.last_purged = Some(upto);
         }
+        PurgedEntries(purged)
     }
 
     /// Replays an entry found in the WAL at open. Entries at or before the
@@ -218,7 +235,8 @@ mod tests {
         assert!(idx.cached_bytes() <= CACHE_BYTES_MAX, "{} cached bytes", idx.cached_bytes());
         assert!(idx.cached(1).is_none(), "the oldest went first");
         assert!(idx.cached(10).is_some(), "the newest stays");
-        idx.purge(entry(10).0);
+        let cached = (1..=10).filter(|i| idx.cached(*i).is_some()).count();
+        assert_eq!(idx.purge(entry(10).0).len(), cached, "the purge hands back what it took out");
         assert_eq!(idx.cached_bytes(), 0);
     }
 

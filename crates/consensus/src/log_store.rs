@@ -264,7 +264,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         })
         .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.this().index.lock().purge(log_id);
+        let purged = self.this().index.lock().purge(log_id);
+        crate::background_drop::drop_in_background(purged);
         // The segments behind this group's purge point may still hold
         // entries another group keeps; the shared WAL decides.
         self.shared.release_unneeded_segments().map_err(|e| StorageIOError::write_logs(&e))?;
