@@ -37,9 +37,10 @@ pub struct NodeOptions {
     pub max_queued_proposals: usize,
     /// Pops that may wait (long-poll) at once on the node.
     pub max_long_polls: usize,
-    /// Bytes of the newest message bodies each Raft group keeps in memory,
-    /// so consumers near the head read no file (0: every read goes to its
-    /// file).
+    /// Bytes of the newest message bodies the node keeps in memory, so
+    /// consumers near the head read no file (0: every read goes to its
+    /// file), split evenly among its Raft groups
+    /// ([`NodeOptions::recent_body_bytes_per_group`]).
     pub recent_body_bytes: usize,
     /// Percent of the data directory's filesystem in use past which writes
     /// that grow storage are refused (507 `storage_full`), and under which
@@ -49,6 +50,15 @@ pub struct NodeOptions {
     /// Where the leader's stamps, minted ids and reads take their time
     /// (the wall clock; tests give a `TokioClock` on a paused runtime).
     pub clock: Arc<dyn crate::clock::Clock>,
+}
+
+impl NodeOptions {
+    /// Each Raft group's share of [`NodeOptions::recent_body_bytes`]: the
+    /// setting bounds the node's memory whatever the number of groups (per
+    /// group, the default took 8 GiB at the 64 groups allowed).
+    pub fn recent_body_bytes_per_group(&self) -> usize {
+        self.recent_body_bytes / usize::from(self.raft_groups.max(1))
+    }
 }
 
 impl Default for NodeOptions {
@@ -72,5 +82,19 @@ impl Default for NodeOptions {
             disk_low_pct: regina_types::limits::DISK_LOW_PCT_DEFAULT,
             clock: crate::clock::system(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_bodies_are_split_among_the_groups() {
+        let options = |raft_groups| NodeOptions { raft_groups, recent_body_bytes: 128 << 20, ..NodeOptions::default() };
+        assert_eq!(options(1).recent_body_bytes_per_group(), 128 << 20);
+        assert_eq!(options(4).recent_body_bytes_per_group(), 32 << 20);
+        assert_eq!(options(64).recent_body_bytes_per_group(), 2 << 20);
+        assert_eq!(options(0).recent_body_bytes_per_group(), 128 << 20, "no group is taken as one");
     }
 }

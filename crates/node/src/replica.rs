@@ -79,7 +79,7 @@ impl Replica {
         http_addr: String,
         options: &NodeOptions,
     ) -> Result<Arc<Replica>, String> {
-        let sm = StateMachineStore::open_keeping_recent(state_dir, options.recent_body_bytes)?;
+        let sm = StateMachineStore::open_keeping_recent(state_dir, options.recent_body_bytes_per_group())?;
         let shared = sm.shared();
         let config = RaftConfig {
             cluster_name: "regina".into(),

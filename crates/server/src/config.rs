@@ -180,9 +180,10 @@ usage: regina [--bind ADDR] [--port PORT] [--data-dir DIR] [--encryption-key-fil
                    pops that may wait at once (env REGINA_MAX_LONG_POLLS,
                    default 10000); past it 429 overloaded
   --recent-body-mb N
-                   MiB of the newest message bodies each Raft group keeps in
-                   memory, so consumers near the head read no file (env
-                   REGINA_RECENT_BODY_MB, default 128; 0 keeps none)
+                   MiB of the newest message bodies the node keeps in
+                   memory, split evenly among its Raft groups, so consumers
+                   near the head read no file (env REGINA_RECENT_BODY_MB,
+                   default 128; 0 keeps none)
   --max-queued-proposals N
                    writes that may wait for a Raft group's log at once (env
                    REGINA_MAX_QUEUED_PROPOSALS, default 65536); past it 429
@@ -434,7 +435,7 @@ fn parse_mib(flag: &str, v: &str) -> Result<usize, String> {
     }
 }
 
-/// The most memory `--recent-body-mb` may ask for per Raft group.
+/// The most memory `--recent-body-mb` may ask for.
 const RECENT_BODY_MB_MAX: usize = 16 * 1024;
 
 fn parse_groups(v: &str) -> Result<u16, String> {
