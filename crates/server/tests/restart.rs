@@ -1,6 +1,7 @@
 //! Restarts: a graceful stop (SIGTERM) exits 0 promptly, and messages,
 //! queue options, cursors, dedup memory and leases survive both a graceful
-//! restart and a SIGKILL restart on the same data directory.
+//! restart and a SIGKILL restart on the same data directory. And the
+//! process a start makes runs without transparent huge pages.
 
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
@@ -417,4 +418,17 @@ async fn lease_survives_a_sigkill_restart_until_it_expires() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_survives_a_graceful_restart_until_it_expires() {
     lease_survives(Stop::Graceful).await;
+}
+
+/// The broker turns transparent huge pages off for its process at start:
+/// a 2 MiB page zeroed at its first touch, inside a request, stalled
+/// deliveries (docs/benchmarks.md, item 22).
+#[test]
+fn the_broker_runs_without_transparent_huge_pages() {
+    let ws = Workspace::new();
+    let broker = Broker::start(&ws);
+    let pid = broker.pid().expect("the broker runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let thp = status.lines().find_map(|l| l.strip_prefix("THP_enabled:")).map(str::trim);
+    assert_eq!(thp, Some("0"), "THP_enabled in /proc/{pid}/status");
 }
