@@ -26,6 +26,7 @@
 use std::fs::File;
 use std::num::NonZeroU64;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::OnceLock;
 
@@ -48,12 +49,28 @@ pub fn forget_in_background(path: PathBuf) {
 /// docs/benchmarks.md, item 22). The same advice as
 /// [`forget_in_background`] on that range only: its pages are dirty when
 /// asked about, so they are written back and stay cached.
+///
+/// At most [`MAX_PENDING_WRITEBACKS`] wait for the thread at once (each
+/// holds a file handle); past that an advice is skipped, and the kernel
+/// writes those pages back on its own schedule.
 pub fn write_back_in_background(file: &File, offset: u64, len: u64) {
+    if PENDING_WRITEBACKS.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_WRITEBACKS {
+        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
     // A duplicate handle: the caller may close its own first.
-    if let Ok(file) = file.try_clone() {
-        advise(Advise::WriteBack { file, offset, len });
+    match file.try_clone() {
+        Ok(file) => advise(Advise::WriteBack { file, offset, len }),
+        Err(_) => {
+            PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
+
+/// Writeback advice that may wait for the thread at once: a disk slower
+/// than the writes must not pile up open file handles.
+pub const MAX_PENDING_WRITEBACKS: usize = 64;
+static PENDING_WRITEBACKS: AtomicUsize = AtomicUsize::new(0);
 
 enum Advise {
     Forget(PathBuf),
@@ -69,7 +86,9 @@ fn advise(advice: Advise) {
                 let taken = match &advice {
                     Advise::Forget(path) => forget_now(path),
                     Advise::WriteBack { file, offset, len } => {
-                        fadvise(file, *offset, NonZeroU64::new(*len), Advice::DontNeed).map_err(Into::into)
+                        let taken = fadvise(file, *offset, NonZeroU64::new(*len), Advice::DontNeed);
+                        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
+                        taken.map_err(Into::into)
                     }
                 };
                 if let Err(e) = taken {
@@ -81,8 +100,13 @@ fn advise(advice: Advise) {
         // without this module.
         spawned.ok().map(|_| tx)
     });
-    if let Some(tx) = adviser {
-        let _ = tx.send(advice);
+    let refused = match adviser {
+        Some(tx) => tx.send(advice).err().map(|e| e.0),
+        None => Some(advice),
+    };
+    // Not handed over: the thread will never count it done.
+    if let Some(Advise::WriteBack { .. }) = refused {
+        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -109,8 +133,16 @@ mod tests {
         forget_in_background(path.clone());
         forget_in_background(dir.path().join("gone"));
         let file = File::open(&path)?;
-        write_back_in_background(&file, 4096, 100_000);
+        for _ in 0..2 * MAX_PENDING_WRITEBACKS {
+            write_back_in_background(&file, 4096, 100_000);
+        }
         drop(file);
+        // Every advice handed over, or skipped, is counted done again.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while PENDING_WRITEBACKS.load(Ordering::Acquire) > 0 {
+            assert!(std::time::Instant::now() < deadline, "writeback advice still counted as waiting");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert_eq!(std::fs::read(&path)?, bytes);
         assert_eq!(forget_now(&dir.path().join("gone")).map_err(|e| e.kind()), Err(std::io::ErrorKind::NotFound));
         Ok(())
