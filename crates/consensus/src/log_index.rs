@@ -29,18 +29,7 @@ pub enum Oldest {
 }
 
 /// Entries a purge took out of the cache.
-pub struct PurgedEntries(BTreeMap<u64, (RaftEntry, usize)>);
-
-impl PurgedEntries {
-    /// How many cached entries the purge took out.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
+pub struct PurgedEntries(pub BTreeMap<u64, (RaftEntry, usize)>);
 
 pub struct LogIndex {
     /// Index of `locs[0]`.
@@ -236,7 +225,7 @@ mod tests {
         assert!(idx.cached(1).is_none(), "the oldest went first");
         assert!(idx.cached(10).is_some(), "the newest stays");
         let cached = (1..=10).filter(|i| idx.cached(*i).is_some()).count();
-        assert_eq!(idx.purge(entry(10).0).len(), cached, "the purge hands back what it took out");
+        assert_eq!(idx.purge(entry(10).0).0.len(), cached, "the purge hands back what it took out");
         assert_eq!(idx.cached_bytes(), 0);
     }
 

@@ -54,16 +54,10 @@ pub fn forget_in_background(path: PathBuf) {
 /// holds a file handle); past that an advice is skipped, and the kernel
 /// writes those pages back on its own schedule.
 pub fn write_back_in_background(file: &File, offset: u64, len: u64) {
-    if PENDING_WRITEBACKS.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_WRITEBACKS {
-        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
-        return;
-    }
+    let Some(pending) = Pending::take() else { return };
     // A duplicate handle: the caller may close its own first.
-    match file.try_clone() {
-        Ok(file) => advise(Advise::WriteBack { file, offset, len }),
-        Err(_) => {
-            PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
-        }
+    if let Ok(file) = file.try_clone() {
+        advise(Advise::WriteBack { file, offset, len, _pending: pending });
     }
 }
 
@@ -72,9 +66,28 @@ pub fn write_back_in_background(file: &File, offset: u64, len: u64) {
 pub const MAX_PENDING_WRITEBACKS: usize = 64;
 static PENDING_WRITEBACKS: AtomicUsize = AtomicUsize::new(0);
 
+/// One of the [`MAX_PENDING_WRITEBACKS`] places, given back when the advice
+/// holding it is dropped: taken, refused or never sent.
+struct Pending;
+
+impl Pending {
+    fn take() -> Option<Pending> {
+        // Counted at once: past the bound the token made here drops at
+        // the end of this call and gives the place back.
+        let pending = Pending;
+        (PENDING_WRITEBACKS.fetch_add(1, Ordering::AcqRel) < MAX_PENDING_WRITEBACKS).then_some(pending)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 enum Advise {
     Forget(PathBuf),
-    WriteBack { file: File, offset: u64, len: u64 },
+    WriteBack { file: File, offset: u64, len: u64, _pending: Pending },
 }
 
 fn advise(advice: Advise) {
@@ -85,10 +98,8 @@ fn advise(advice: Advise) {
             for advice in rx {
                 let taken = match &advice {
                     Advise::Forget(path) => forget_now(path),
-                    Advise::WriteBack { file, offset, len } => {
-                        let taken = fadvise(file, *offset, NonZeroU64::new(*len), Advice::DontNeed);
-                        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
-                        taken.map_err(Into::into)
+                    Advise::WriteBack { file, offset, len, .. } => {
+                        fadvise(file, *offset, NonZeroU64::new(*len), Advice::DontNeed).map_err(Into::into)
                     }
                 };
                 if let Err(e) = taken {
@@ -100,13 +111,8 @@ fn advise(advice: Advise) {
         // without this module.
         spawned.ok().map(|_| tx)
     });
-    let refused = match adviser {
-        Some(tx) => tx.send(advice).err().map(|e| e.0),
-        None => Some(advice),
-    };
-    // Not handed over: the thread will never count it done.
-    if let Some(Advise::WriteBack { .. }) = refused {
-        PENDING_WRITEBACKS.fetch_sub(1, Ordering::AcqRel);
+    if let Some(tx) = adviser {
+        let _ = tx.send(advice);
     }
 }
 

@@ -100,7 +100,15 @@ impl RecentBodies {
         }
         let mut at = pos;
         for part in parts {
-            copy_in(&mut ring.chunks, self.chunk, self.capacity, at, part);
+            let mut from = 0;
+            for (index, within, n) in self.pieces(at, part.len()) {
+                let chunk = &mut ring.chunks[index];
+                if chunk.is_empty() {
+                    *chunk = vec![0u8; self.chunk_len(index)].into_boxed_slice();
+                }
+                chunk[within..within + n].copy_from_slice(&part[from..from + n]);
+                from += n;
+            }
             at += part.len() as u64;
         }
         ring.held = (ring.held + (at - ring.end)).min(cap);
@@ -119,17 +127,32 @@ impl RecentBodies {
             return None;
         }
         let mut out = Vec::with_capacity(len as usize);
-        let mut at = (pos % self.capacity as u64) as usize;
-        while out.len() < len as usize {
+        for (index, within, n) in self.pieces(pos, len as usize) {
             // A chunk never written into lies in a bridged gap, where no
             // body is: the file answers instead.
-            let chunk = &ring.chunks[at / self.chunk];
-            let within = at % self.chunk;
-            let n = (len as usize - out.len()).min(chunk.len().checked_sub(within).filter(|n| *n > 0)?);
-            out.extend_from_slice(&chunk[within..within + n]);
-            at = (at + n) % self.capacity;
+            let chunk = ring.chunks[index].get(within..within + n)?;
+            out.extend_from_slice(chunk);
         }
         Some(out)
+    }
+
+    /// Where `len` bytes from position `pos` lie in the ring: (chunk,
+    /// offset in it, length) for each piece, wrapping at the ring's end.
+    fn pieces(&self, pos: u64, len: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let (mut at, mut left) = ((pos % self.capacity as u64) as usize, len);
+        std::iter::from_fn(move || {
+            (left > 0).then(|| {
+                let (index, within) = (at / self.chunk, at % self.chunk);
+                let n = left.min(self.chunk_len(index) - within);
+                (left, at) = (left - n, (at + n) % self.capacity);
+                (index, within, n)
+            })
+        })
+    }
+
+    /// The length of chunk `index` (the last may be shorter).
+    fn chunk_len(&self, index: usize) -> usize {
+        self.chunk.min(self.capacity - index * self.chunk)
     }
 
     /// A write of `len` bytes at `pos` did not reach the file (the store
@@ -152,25 +175,6 @@ impl RecentBodies {
     pub(crate) fn forget_all(&self) {
         let mut ring = self.ring.write();
         (ring.held, ring.end, ring.high_water) = (0, 0, u64::MAX);
-    }
-}
-
-/// Copies `part` into a ring of `capacity` bytes, in chunks of
-/// `chunk_bytes`, at position `at`, wrapping at its end and allocating the
-/// chunks it reaches first.
-fn copy_in(chunks: &mut [Box<[u8]>], chunk_bytes: usize, capacity: usize, at: u64, mut part: &[u8]) {
-    let mut at = (at % capacity as u64) as usize;
-    while !part.is_empty() {
-        let index = at / chunk_bytes;
-        let chunk = &mut chunks[index];
-        if chunk.is_empty() {
-            *chunk = vec![0u8; chunk_bytes.min(capacity - index * chunk_bytes)].into_boxed_slice();
-        }
-        let within = at % chunk_bytes;
-        let n = part.len().min(chunk.len() - within);
-        chunk[within..within + n].copy_from_slice(&part[..n]);
-        part = &part[n..];
-        at = (at + n) % capacity;
     }
 }
 
