@@ -46,6 +46,16 @@ pub trait Io: Send + Sync + 'static {
     fn start_writeback(&self, file: &File, offset: u64, len: u64) {
         let _ = (file, offset, len);
     }
+    /// A second handle on `path` whose writes pass the page cache by
+    /// (see [`crate::direct`]), for a large file written once; `None` where
+    /// the file system refuses it, and in this default (a simulated disk
+    /// has no page cache). Its writes go through [`Io::write_at`] like any
+    /// other, aligned to [`crate::direct::DIRECT_ALIGN`]; durability stays
+    /// with [`Io::sync_data`] on either handle.
+    fn open_direct(&self, path: &Path) -> Option<File> {
+        let _ = path;
+        None
+    }
 }
 
 /// The real thing: `pwrite` and `fdatasync`.
@@ -98,6 +108,10 @@ impl Io for RealIo {
 
     fn start_writeback(&self, file: &File, offset: u64, len: u64) {
         crate::page_cache::write_back_in_background(file, offset, len);
+    }
+
+    fn open_direct(&self, path: &Path) -> Option<File> {
+        crate::direct::open_direct(path)
     }
 }
 
@@ -257,6 +271,10 @@ impl Io for FaultyIo {
 
     fn start_writeback(&self, file: &File, offset: u64, len: u64) {
         self.inner.start_writeback(file, offset, len)
+    }
+
+    fn open_direct(&self, path: &Path) -> Option<File> {
+        self.inner.open_direct(path)
     }
 }
 

@@ -25,6 +25,7 @@
 //! * [`error`]: [`WalError`], the log's error type.
 
 pub mod bodies;
+pub mod direct;
 pub mod error;
 pub mod io;
 pub mod page_cache;
