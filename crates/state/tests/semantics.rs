@@ -46,6 +46,21 @@ fn repeats_inside_one_push_collapse_even_with_no_window() {
     assert_eq!(h.push("q", "P", "same").status, PushStatus::Queued);
 }
 
+/// Under a window, a repeat inside one push is a duplicate of the message
+/// stored earlier in the same entry, and answers with its id.
+#[test]
+fn repeats_inside_one_push_collapse_under_a_window() {
+    let mut h = Harness::new();
+    configure(&mut h, "q", OptionsPatch { dedup_window_seconds: Some(1), ..Default::default() });
+    let items = vec![h.item("q", "P", "same"), h.item("q", "P", "other"), h.item("q", "P", "same")];
+    let first_id = items[0].message_id;
+    let Outcome::Push(r) = h.apply(Command::push(items)) else { panic!() };
+    let statuses: Vec<_> = r.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [PushStatus::Queued, PushStatus::Queued, PushStatus::Duplicate]);
+    assert_eq!((r[2].offset, r[2].message_id), (0, Some(first_id)));
+    assert_eq!(h.state.queue("q").unwrap().partitions[0].next_offset(), 2);
+}
+
 #[test]
 fn the_dedup_window_expires() {
     let mut h = Harness::new();
