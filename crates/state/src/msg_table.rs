@@ -127,10 +127,11 @@ impl MsgTable {
         lo
     }
 
-    /// The messages as contiguous runs, oldest first. The encoding walks
-    /// these, one plain loop per run: through [`MsgTable::iter`]'s nested
-    /// adapters each message cost a few checks more, and a snapshot walks
-    /// every message twice (its length counted, then written).
+    /// The messages as contiguous runs, oldest first: the one walk of the
+    /// table, which [`MsgTable::iter`] flattens. The encoding loops over
+    /// each run directly: through nested iterator adapters each message
+    /// cost a few checks more, and a snapshot walks every message twice
+    /// (its length counted, then written).
     pub fn runs(&self) -> impl Iterator<Item = &[MsgMeta]> + '_ {
         let sealed = self
             .sealed
@@ -141,8 +142,7 @@ impl MsgTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &MsgMeta> + '_ {
-        let sealed = self.sealed.iter().flat_map(|s| s.chunks.iter().flat_map(|c| c.iter()).skip(s.head));
-        sealed.chain(self.tail.iter())
+        self.runs().flatten()
     }
 }
 
