@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cursor::Cursor;
 use crate::msg_table::MsgTable;
-use crate::txn_index::{RetiredIndex, TxnIndex, TxnKey};
+use crate::txn_index::{RetiredIndex, TxnIndex, TxnKey, TxnMap};
 
 /// Messages a partition holds before its transaction ids get an index.
 pub const INDEX_FROM: usize = 8;
@@ -117,15 +117,28 @@ impl Partition {
     }
 
     /// Forgets transaction ids of messages created before `cutoff_ms`,
-    /// in `index` too where the partition has one.
+    /// in `index` too where the partition has one. With an index whose
+    /// oldest remembered message is known to be young enough, nothing is
+    /// read from the message table (see [`TxnIndex::oldest`]).
     pub fn forget_txns_before(&mut self, mut index: Option<&mut TxnIndex>, cutoff_ms: u64) {
-        while let Some(m) = self.meta(self.txn_forgotten.max(self.base)).copied() {
+        let mut from = self.txn_forgotten.max(self.base);
+        if let Some((off, ms)) = index.as_deref().and_then(|i| i.oldest) {
+            if off == from && ms >= cutoff_ms {
+                return;
+            }
+        }
+        let mut oldest = None;
+        while let Some(m) = self.meta(from).copied() {
             if m.created_ms >= cutoff_ms {
+                oldest = Some((from, m.created_ms));
                 break;
             }
-            let off = self.txn_forgotten.max(self.base);
-            forget(index.as_deref_mut(), m.txn, off);
-            self.txn_forgotten = off + 1;
+            forget(index.as_deref_mut(), m.txn, from);
+            self.txn_forgotten = from + 1;
+            from += 1;
+        }
+        if let Some(index) = index {
+            index.oldest = oldest;
         }
     }
 
@@ -147,19 +160,19 @@ impl Partition {
     /// table: oldest first, so a repeated id ends on its newest offset.
     pub fn build_txn_index(&self) -> TxnIndex {
         let from = self.txn_forgotten.max(self.base);
-        let mut index = TxnIndex::with_capacity_and_hasher((self.next_offset() - from) as usize, Default::default());
+        let mut ids = TxnMap::with_capacity_and_hasher((self.next_offset() - from) as usize, Default::default());
         for off in from..self.next_offset() {
             let m = self.meta(off).expect("kept offsets");
-            index.insert(m.txn, off);
+            ids.insert(m.txn, off);
         }
-        index
+        TxnIndex { ids, oldest: None }
     }
 
     /// The newest remembered offset with this transaction-id hash: from
     /// `index` where the partition has one, else by scanning.
     pub fn remembered_txn(&self, index: Option<&TxnIndex>, hash: u128) -> Option<u64> {
         if let Some(index) = index {
-            return index.get(&TxnKey::from(hash)).copied();
+            return index.ids.get(&TxnKey::from(hash)).copied();
         }
         (self.txn_forgotten.max(self.base)..self.next_offset())
             .rev()
@@ -191,8 +204,8 @@ impl Partition {
 /// Removes a forgotten offset's id from the index, unless a newer offset
 /// with the same id holds its entry.
 fn forget(index: Option<&mut TxnIndex>, key: TxnKey, offset: u64) {
-    if let Some(index) = index.filter(|i| i.get(&key) == Some(&offset)) {
-        index.remove(&key);
+    if let Some(index) = index.filter(|i| i.ids.get(&key) == Some(&offset)) {
+        index.ids.remove(&key);
     }
 }
 
