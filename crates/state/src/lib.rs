@@ -56,6 +56,7 @@ pub mod timers;
 pub mod traces;
 pub mod txn;
 pub mod txn_index;
+pub mod txn_table;
 pub mod views;
 
 pub use body::{BodyRecord, BodyWrite, Unreadable};

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cursor::Cursor;
 use crate::msg_table::MsgTable;
-use crate::txn_index::{RetiredIndex, TxnIndex, TxnKey, TxnMap};
+use crate::txn_index::{RetiredIndex, TxnIndex, TxnKey};
+use crate::txn_table::TxnTable;
 
 /// Messages a partition holds before its transaction ids get an index.
 pub const INDEX_FROM: usize = 8;
@@ -158,21 +159,24 @@ impl Partition {
 
     /// The index of the remembered transaction ids, built from the message
     /// table: oldest first, so a repeated id ends on its newest offset.
-    pub fn build_txn_index(&self) -> TxnIndex {
+    /// `None` where the remembered offsets span more than the index stores
+    /// (2^32): that partition's lookups scan.
+    pub fn build_txn_index(&self) -> Option<TxnIndex> {
         let from = self.txn_forgotten.max(self.base);
-        let mut ids = TxnMap::with_capacity_and_hasher((self.next_offset() - from) as usize, Default::default());
+        let mut ids = TxnTable::with_capacity((self.next_offset() - from) as usize, from);
         for off in from..self.next_offset() {
             let m = self.meta(off).expect("kept offsets");
-            ids.insert(m.txn, off);
+            let hash = m.txn();
+            ids.insert(hash, off, |o| self.meta(o).is_some_and(|m| m.txn() == hash)).ok()?;
         }
-        TxnIndex { ids, oldest: None }
+        Some(TxnIndex { ids, oldest: None })
     }
 
     /// The newest remembered offset with this transaction-id hash: from
     /// `index` where the partition has one, else by scanning.
     pub fn remembered_txn(&self, index: Option<&TxnIndex>, hash: u128) -> Option<u64> {
         if let Some(index) = index {
-            return index.ids.get(&TxnKey::from(hash)).copied();
+            return index.ids.get(hash, |o| self.meta(o).is_some_and(|m| m.txn() == hash));
         }
         (self.txn_forgotten.max(self.base)..self.next_offset())
             .rev()
@@ -204,8 +208,8 @@ impl Partition {
 /// Removes a forgotten offset's id from the index, unless a newer offset
 /// with the same id holds its entry.
 fn forget(index: Option<&mut TxnIndex>, key: TxnKey, offset: u64) {
-    if let Some(index) = index.filter(|i| i.ids.get(&key) == Some(&offset)) {
-        index.ids.remove(&key);
+    if let Some(index) = index {
+        index.ids.remove(key.into(), offset);
     }
 }
 
