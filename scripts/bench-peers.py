@@ -106,21 +106,30 @@ def measure(root, system, args):
 
 def sustained(root, seconds):
     """Push batch 100 into one fresh server of each kind for `seconds`: the
-    rate over the whole run, its first and last minute (fifth, if shorter)."""
+    rate over the whole run, its first and last minute (fifth, if shorter).
+    A server that stops answering mid-run (Redis keeps every entry in
+    memory) is reported with the seconds it ran, its rates over those."""
     window = int(min(60, seconds / 5))
-    rows, whole = [], {}
+    rows, whole, notes = [], {}, []
     for system in ["regina", "redis"]:
         r = report(root, system, shape_args("push100", system, seconds, 16), timeout=seconds + 600)
         per = r["perSecond"]
-        first, last = sum(per[:window]) / window, sum(per[-window:]) / window
+        w = max(1, min(window, len(per)))
+        first, last = sum(per[:w]) / w, sum(per[-w:]) / w
         whole[system] = r["messagesPerSecond"]
         name = "Regina" if system == "regina" else "Redis always"
-        rows.append(f"| {name} | {whole[system]:,.0f} | {first:,.0f} | {last:,.0f} | {last / first:.2f} |")
-        print(f"sustained: {system} {whole[system]:,.0f} msg/s, first {first:,.0f}, last {last:,.0f}", file=sys.stderr)
+        ran = f" (stopped answering after {r['failedAfterSeconds']:.0f} s)" if "failed" in r else ""
+        rows.append(f"| {name}{ran} | {whole[system]:,.0f} | {first:,.0f} | {last:,.0f} | {last / first:.2f} |")
+        if "failed" in r:
+            notes.append(f"{name} stopped answering after {r['failedAfterSeconds']:.0f} s of the {seconds:.0f} "
+                         f"(`{r['failed']}`); its figures are over the seconds it ran, its last {w} s "
+                         f"those before it stopped.")
+        print(f"sustained: {system} {whole[system]:,.0f} msg/s, first {first:,.0f}, last {last:,.0f}{ran}",
+              file=sys.stderr)
     return "\n".join([
         f"Sustained: push batch 100, 16 connections, {PARTITIONS} partitions, {seconds:.0f} s into one fresh "
         f"server of each kind; first and last {window} s. Regina / Redis over the whole run: "
-        f"**{whole['regina'] / whole['redis']:.2f}**.", "",
+        f"**{whole['regina'] / whole['redis']:.2f}**." + "".join(" " + n for n in notes), "",
         f"| system | whole run msg/s | first {window} s | last {window} s | last / first |",
         "|---|---:|---:|---:|---:|", *rows])
 

@@ -31,6 +31,9 @@ fn field_error(replies: &[Reply]) -> Result<(), String> {
     }
 }
 
+/// A push whose server stops answering mid-run (a peer killed for
+/// memory, say) still reports what it did until then, with `failed` and
+/// `failedAfterSeconds`: over a long run that is an outcome, not a lost run.
 pub async fn push(a: &Args) -> Result<Value, String> {
     let payload = "x".repeat(a.payload.saturating_sub(10));
     let sent = Arc::new(AtomicU64::new(0));
@@ -50,23 +53,46 @@ pub async fn push(a: &Args) -> Result<Value, String> {
                     conn.queue(&[b"XADD", k.as_bytes(), b"*", b"d", payload.as_bytes()]);
                 }
                 let t = Instant::now();
-                field_error(&conn.flush().await?)?;
+                let replies = match conn.flush().await {
+                    Ok(replies) => replies,
+                    Err(e) => return Ok((samples, Some((e, started.elapsed())))),
+                };
+                field_error(&replies)?;
                 samples.record(t.elapsed().as_micros() as u64);
                 sent.fetch_add(a.batch as u64, Ordering::Relaxed);
             }
-            Ok::<_, String>(samples)
+            Ok::<_, String>((samples, None))
         }));
     }
     let mut all = Samples::default();
-    crate::scenarios::join_all(tasks, |s| all.merge(s)).await?;
-    let secs = started.elapsed().as_secs_f64();
+    let mut failed: Option<(String, Duration)> = None;
+    crate::scenarios::join_all(tasks, |(s, f)| {
+        all.merge(s);
+        if let Some((e, at)) = f {
+            if failed.as_ref().is_none_or(|(_, first)| at < *first) {
+                failed = Some((e, at));
+            }
+        }
+    })
+    .await?;
+    let mut secs = started.elapsed().as_secs_f64();
     let msgs = sent.load(Ordering::Relaxed);
-    Ok(json!({
+    let mut per_second = per_second.finish();
+    if let Some((_, at)) = &failed {
+        secs = at.as_secs_f64();
+        per_second.truncate(secs.floor() as usize);
+    }
+    let mut out = json!({
         "scenario": "redis-push",
         "producers": a.producers, "batch": a.batch, "payloadBytes": a.payload, "partitions": a.partitions,
         "seconds": secs, "messages": msgs, "messagesPerSecond": msgs as f64 / secs,
-        "requests": all.len(), "latencyMs": all.report(), "perSecond": per_second.finish(),
-    }))
+        "requests": all.len(), "latencyMs": all.report(), "perSecond": per_second,
+    });
+    if let Some((e, _)) = failed {
+        out["failed"] = json!(e);
+        out["failedAfterSeconds"] = json!(secs);
+    }
+    Ok(out)
 }
 
 /// Writes `--messages` across the keys, field `s` holding each key's
