@@ -285,6 +285,31 @@ mod tests {
         }
     }
 
+    /// Offsets 2^32 past an index's origin do not fit its slots: the index
+    /// starts again from the oldest remembered offset and keeps answering.
+    #[test]
+    fn an_index_whose_offsets_outrun_its_slots_is_rebuilt() {
+        let mut lane = Lane::new(false);
+        for i in 0..10u64 {
+            lane.push(MsgMeta::new(i, 1, i, u128::from(i) + 100));
+        }
+        assert!(lane.indexes.get(0).is_some(), "ten messages want an index");
+        // Retention took every message, and the partition's offsets went on
+        // past what the index's 32-bit slots reach from its origin (0).
+        lane.p.drop_before(lane.indexes.get_mut(0), 10);
+        lane.p.base = 1 << 33;
+        for i in 0..10u64 {
+            let offset = lane.push(MsgMeta::new(i, 1, 50 + i, u128::from(i) + 500));
+            assert_eq!(offset, (1 << 33) + i);
+        }
+        let index = lane.indexes.get(0).expect("rebuilt, not dropped");
+        assert!(index.ids.entries().all(|(_, o)| o >= 1 << 33));
+        for i in 0..10u64 {
+            assert_eq!(lane.p.remembered_txn(Some(index), u128::from(i) + 500), Some((1 << 33) + i));
+            assert_eq!(lane.p.remembered_txn(Some(index), u128::from(i) + 100), None);
+        }
+    }
+
     #[test]
     fn the_retired_field_reads_an_old_index_and_writes_none() {
         let mut old = TxnMap::default();
