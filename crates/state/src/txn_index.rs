@@ -65,7 +65,8 @@ impl Hasher for PreHashed {
     }
 }
 
-/// Transaction-id hash to offset.
+/// Transaction-id hash to offset, as format 6 stored it inside each
+/// partition: read from an old snapshot only to be dropped ([`RetiredIndex`]).
 pub type TxnMap = HashMap<TxnKey, u64, BuildHasherDefault<PreHashed>>;
 
 /// One partition's index: its remembered ids, and the time of its oldest
