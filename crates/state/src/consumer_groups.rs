@@ -120,10 +120,7 @@ impl State {
         let hash = txn_hash(transaction_id);
         let q = self.queues.get_mut(&qid)?;
         let p = &q.partitions[pidx as usize];
-        let i = q
-            .dlq
-            .iter()
-            .rposition(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn() == hash))?;
+        let i = q.dlq.iter().rposition(|e| e.partition_id == partition_id && p.holds_txn(e.offset, hash))?;
         Some(q.dlq.remove(i))
     }
 
@@ -134,6 +131,6 @@ impl State {
         let hash = txn_hash(transaction_id);
         let q = self.queues.get(&qid)?;
         let p = &q.partitions[pidx as usize];
-        q.dlq.iter().rev().find(|e| e.partition_id == partition_id && p.meta(e.offset).is_some_and(|m| m.txn() == hash))
+        q.dlq.iter().rev().find(|e| e.partition_id == partition_id && p.holds_txn(e.offset, hash))
     }
 }

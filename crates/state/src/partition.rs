@@ -167,20 +167,23 @@ impl Partition {
         for off in from..self.next_offset() {
             let m = self.meta(off).expect("kept offsets");
             let hash = m.txn();
-            ids.insert(hash, off, |o| self.meta(o).is_some_and(|m| m.txn() == hash)).ok()?;
+            ids.insert(hash, off, |o| self.holds_txn(o, hash)).ok()?;
         }
         Some(TxnIndex { ids, oldest: None })
+    }
+
+    /// Whether the message at `offset` has this transaction-id hash.
+    pub fn holds_txn(&self, offset: u64, hash: u128) -> bool {
+        self.meta(offset).is_some_and(|m| m.txn() == hash)
     }
 
     /// The newest remembered offset with this transaction-id hash: from
     /// `index` where the partition has one, else by scanning.
     pub fn remembered_txn(&self, index: Option<&TxnIndex>, hash: u128) -> Option<u64> {
         if let Some(index) = index {
-            return index.ids.get(hash, |o| self.meta(o).is_some_and(|m| m.txn() == hash));
+            return index.ids.get(hash, |o| self.holds_txn(o, hash));
         }
-        (self.txn_forgotten.max(self.base)..self.next_offset())
-            .rev()
-            .find(|off| self.meta(*off).is_some_and(|m| m.txn() == hash))
+        (self.txn_forgotten.max(self.base)..self.next_offset()).rev().find(|off| self.holds_txn(*off, hash))
     }
 
     /// The offset of a message by transaction-id hash: remembered, or (for
@@ -189,7 +192,7 @@ impl Partition {
         if let Some(off) = self.remembered_txn(index, hash) {
             return Some(off);
         }
-        range.into_iter().find(|off| self.meta(*off).is_some_and(|m| m.txn() == hash))
+        range.into_iter().find(|off| self.holds_txn(*off, hash))
     }
 
     /// Drops messages below `offset` (retention), from `index` too; cursors

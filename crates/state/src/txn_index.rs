@@ -132,7 +132,7 @@ impl TxnIndexes {
     pub fn appended(&mut self, pidx: u32, p: &Partition, meta: &MsgMeta, offset: u64) {
         if let Some(index) = self.0.get_mut(&pidx) {
             let hash = meta.txn();
-            if index.ids.insert(hash, offset, |o| p.meta(o).is_some_and(|m| m.txn() == hash)).is_err() {
+            if index.ids.insert(hash, offset, |o| p.holds_txn(o, hash)).is_err() {
                 // Offsets have run 2^32 past the table's origin: start it
                 // again from the oldest remembered one.
                 match p.build_txn_index() {
