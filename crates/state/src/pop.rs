@@ -5,6 +5,7 @@ use crate::command::{PopCmd, PopTarget};
 use crate::cursor::LeaseSlot;
 use crate::outcome::{Claim, Delivered, PopResult};
 use crate::queue::Queue;
+use crate::ready_set::ReadySet;
 use crate::state::State;
 
 impl State {
@@ -76,7 +77,7 @@ impl State {
             // past the cursor waits for a push. One whose messages are
             // only not visible yet stays.
             if !q.has_work(gid, pidx, now) {
-                q.groups[gid as usize].ready.remove(&pidx);
+                q.groups[gid as usize].ready.remove(pidx);
             }
             if let Some(claim) = claim {
                 out.claims.push(claim);
@@ -105,7 +106,7 @@ enum Order {
 }
 
 impl Order {
-    fn next(&mut self, ready: &std::collections::BTreeSet<u32>) -> Option<u32> {
+    fn next(&mut self, ready: &ReadySet) -> Option<u32> {
         match self {
             Order::Named(p) => p.take(),
             Order::Ready(walk) => walk.next(ready),
@@ -126,9 +127,9 @@ impl ReadyWalk {
         ReadyWalk { start, at: start, wrapped: false }
     }
 
-    fn next(&mut self, ready: &std::collections::BTreeSet<u32>) -> Option<u32> {
+    fn next(&mut self, ready: &ReadySet) -> Option<u32> {
         loop {
-            match ready.range(self.at..).next().copied() {
+            match ready.first_from(self.at) {
                 Some(p) if self.wrapped && p >= self.start => return None,
                 Some(p) => {
                     self.at = p.checked_add(1)?;
@@ -261,7 +262,7 @@ impl State {
                         .filter_map(|(_, id)| self.leases.get(id))
                         .flat_map(|e| e.claims.iter())
                         .any(|&(cq, pidx, cg)| cq == qid && cg == gid && visible(pidx));
-                    freed || q.groups[gid as usize].ready.iter().any(|&pidx| visible(pidx))
+                    freed || q.groups[gid as usize].ready.iter().any(visible)
                 }
             }
         })

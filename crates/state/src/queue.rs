@@ -1,7 +1,6 @@
 //! A queue: its options and labels, its partitions, its consumer groups and
 //! its dead-letter list.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::hash::FastMap;
@@ -11,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::command::Subscription;
 use crate::options::QueueOptions;
 use crate::partition::{MsgMeta, Partition};
+use crate::partitions::Partitions;
+use crate::ready_set::ReadySet;
 use crate::txn_index::{TxnIndex, TxnIndexes};
 
 /// A consumer group's registration on one queue.
@@ -31,8 +32,7 @@ pub struct Group {
     /// may also hold some that turn out to have nothing, which a pop
     /// drops). Wildcard pops walk this set instead of every partition, so
     /// their cost follows the partitions with work, not the partition count.
-    #[serde(deserialize_with = "crate::bulk::btree_set")]
-    pub ready: BTreeSet<u32>,
+    pub ready: ReadySet,
 }
 
 /// A message filed to the dead-letter list.
@@ -49,14 +49,18 @@ pub struct DlqEntry {
     pub failed_ms: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Encoded by hand ([`QueueOut`]): its name index is written from the
+/// partitions, so a copy taken to be encoded need not copy it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Queue {
     pub id: u32,
     pub name: String,
     pub namespace: Option<String>,
     pub task: Option<String>,
     pub options: QueueOptions,
-    pub partitions: Vec<Arc<Partition>>,
+    pub partitions: Partitions,
+    /// Partition name to index: always every partition's name and place,
+    /// and nothing else (the encoding writes it from the partitions).
     #[serde(deserialize_with = "crate::bulk::fast_map")]
     pub partition_index: FastMap<String, u32>,
     pub groups: Vec<Group>,
@@ -72,6 +76,60 @@ pub struct Queue {
     pub txn_indexes: TxnIndexes,
 }
 
+/// How a [`Queue`] encodes: field for field what its derived encoding
+/// wrote, with the name index written from the partitions (in partition
+/// order) instead of read from the map.
+#[derive(Serialize)]
+#[serde(rename = "Queue")]
+struct QueueOut<'a> {
+    id: u32,
+    name: &'a str,
+    namespace: &'a Option<String>,
+    task: &'a Option<String>,
+    options: &'a QueueOptions,
+    partitions: &'a Partitions,
+    partition_index: NamesOf<'a>,
+    groups: &'a [Group],
+    group_index: &'a FastMap<String, u32>,
+    dlq: &'a [DlqEntry],
+    created_ms: u64,
+    kept: u64,
+}
+
+/// Every partition's name and place, encoded as the name index's map.
+struct NamesOf<'a>(&'a Partitions);
+
+impl Serialize for NamesOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (i, p) in self.0.iter().enumerate() {
+            map.serialize_entry(p.name.as_str(), &(i as u32))?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Queue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        QueueOut {
+            id: self.id,
+            name: &self.name,
+            namespace: &self.namespace,
+            task: &self.task,
+            options: &self.options,
+            partitions: &self.partitions,
+            partition_index: NamesOf(&self.partitions),
+            groups: &self.groups,
+            group_index: &self.group_index,
+            dlq: &self.dlq,
+            created_ms: self.created_ms,
+            kept: self.kept,
+        }
+        .serialize(s)
+    }
+}
+
 impl Queue {
     pub fn new(id: u32, name: String, options: QueueOptions, now_ms: u64) -> Self {
         Queue {
@@ -80,13 +138,36 @@ impl Queue {
             namespace: None,
             task: None,
             options,
-            partitions: Vec::new(),
+            partitions: Partitions::new(),
             partition_index: FastMap::default(),
             groups: Vec::new(),
             group_index: FastMap::default(),
             dlq: Vec::new(),
             created_ms: now_ms,
             kept: 0,
+            txn_indexes: TxnIndexes::default(),
+        }
+    }
+
+    /// A copy to encode, taken under the apply lock: it shares the
+    /// partitions (a count per chunk of them) and leaves out what the
+    /// encoding does not read (the name index, written from the partitions)
+    /// or does not hold (the transaction-id indexes). Nothing but the
+    /// encoding may use it.
+    pub fn copy_to_encode(&self) -> Queue {
+        Queue {
+            id: self.id,
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            task: self.task.clone(),
+            options: self.options.clone(),
+            partitions: self.partitions.clone(),
+            partition_index: FastMap::default(),
+            groups: self.groups.clone(),
+            group_index: self.group_index.clone(),
+            dlq: self.dlq.clone(),
+            created_ms: self.created_ms,
+            kept: self.kept,
             txn_indexes: TxnIndexes::default(),
         }
     }
@@ -107,7 +188,7 @@ impl Queue {
     /// Appends a message's metadata to partition `pidx` and remembers its
     /// transaction id; returns its offset.
     pub fn push_meta(&mut self, pidx: u32, meta: MsgMeta) -> u64 {
-        let p = Arc::make_mut(&mut self.partitions[pidx as usize]);
+        let p = Arc::make_mut(self.partitions.get_mut(pidx as usize).expect("a partition of this queue"));
         let offset = p.push_meta(meta);
         self.txn_indexes.appended(pidx, p, &meta, offset);
         offset
@@ -153,7 +234,7 @@ impl Queue {
             Subscription::From(ms) => Some(ms),
             _ => None,
         };
-        let ready = BTreeSet::new();
+        let ready = ReadySet::new();
         let group = Group { name: name.to_string(), seed_from_ms, next_try: 0, registered_ms: now_ms, conflate, ready };
         self.groups.push(group);
         self.group_index.insert(name.to_string(), gid);

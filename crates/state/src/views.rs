@@ -630,7 +630,7 @@ pub struct ChangedPage {
 pub fn changed(q: &Queue, since_ms: Option<u64>, start: usize, limit: usize) -> ChangedPage {
     let mut rows = Vec::new();
     let mut next = None;
-    for (i, p) in q.partitions.iter().enumerate().skip(start) {
+    for (i, p) in q.partitions.iter_from(start).enumerate().map(|(n, p)| (start + n, p)) {
         if since_ms.is_some_and(|s| p.last_write_ms < s) {
             continue;
         }

@@ -607,10 +607,14 @@ fn the_invariant_check_finds_a_partition_missing_from_a_ready_set() {
     for (group, missing) in [(0usize, 1u32), (0, 150), (1, 299), (1, 7)] {
         let q = h.state.queues.get_mut(&qid).unwrap();
         let ready = &mut q.groups[group].ready;
-        assert!(ready.remove(&missing), "group {group} had partition {missing} ready");
+        assert!(ready.remove(missing), "group {group} had partition {missing} ready");
         let err = h.state.check_invariants().unwrap_err();
         assert!(err.contains("is not in its ready set"), "{err}");
         h.state.queues.get_mut(&qid).unwrap().groups[group].ready.insert(missing);
         h.state.check_invariants().unwrap();
     }
+    // A member past the last partition is refused too.
+    h.state.queues.get_mut(&qid).unwrap().groups[1].ready.insert(300);
+    let err = h.state.check_invariants().unwrap_err();
+    assert!(err.contains("past the end"), "{err}");
 }
