@@ -22,7 +22,7 @@ use regina_types::limits::RAFT_GROUPS_MAX;
 
 use crate::log_index::{LogIndex, Oldest};
 use crate::meta_file::{Meta, MetaFile};
-use crate::wal_record::{self, Record};
+use crate::wal_record::{self, RecordHead};
 
 /// What one group keeps beside the shared WAL.
 pub(crate) struct Group {
@@ -95,17 +95,18 @@ impl SharedWal {
         }
         let (wal, records) = Wal::open(dir.join("wal"), options, io).map_err(|e| e.to_string())?;
         for (pos, bytes) in records {
+            // Only the head: replay decodes the entry when it applies it.
             let (g, record) =
-                wal_record::decode(&bytes).map_err(|e| format!("undecodable WAL record at {pos:?}: {e}"))?;
+                wal_record::decode_head(&bytes).map_err(|e| format!("undecodable WAL record at {pos:?}: {e}"))?;
             let Some(index) = indexes.get_mut(usize::from(g)) else {
                 let what = format!("a WAL record in segment {} at offset {}", pos.segment, pos.offset);
                 return Err(too_few_groups(dir, groups, g, &what));
             };
             match record {
-                Record::Entry(e) => {
-                    index.replay(e.log_id, pos).map_err(|e| format!("WAL has a gap in Raft group {g}: {e}"))?
+                RecordHead::Entry(log_id) => {
+                    index.replay(log_id, pos).map_err(|e| format!("WAL has a gap in Raft group {g}: {e}"))?
                 }
-                Record::Truncate { since } => index.truncate(since),
+                RecordHead::Truncate { since } => index.truncate(since),
             }
         }
         let groups = metas

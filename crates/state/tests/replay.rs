@@ -150,6 +150,39 @@ fn a_snapshot_whose_state_breaks_an_invariant_is_refused() {
     assert!(err.contains("invariant"), "{err}");
 }
 
+/// The partition-id index is checked as a sum, not entry by entry: a
+/// wrong place, a missing entry or a stray one is still found.
+#[test]
+fn the_invariant_check_finds_a_wrong_partition_id_entry() {
+    let mut h = support::Harness::new();
+    for i in 0..50 {
+        h.push(if i % 2 == 0 { "a" } else { "b" }, &format!("P{i}"), "t");
+    }
+    h.state.check_invariants().unwrap();
+    let (&pid, &(qid, pidx)) = h.state.partition_ids.iter().next().unwrap();
+    let breaks: [&dyn Fn(&mut State); 4] = [
+        &|s| {
+            s.partition_ids.insert(pid, (qid, pidx + 1));
+        },
+        &|s| {
+            s.partition_ids.insert(pid, (qid ^ 3, pidx));
+        },
+        &|s| {
+            s.partition_ids.remove(&pid);
+        },
+        &|s| {
+            s.partition_ids.remove(&pid);
+            s.partition_ids.insert(pid + 1_000, (qid, pidx));
+        },
+    ];
+    for (n, break_it) in breaks.iter().enumerate() {
+        let mut broken = h.state.clone();
+        break_it(&mut broken);
+        let err = broken.check_invariants().unwrap_err();
+        assert!(err.contains("id index"), "case {n}: {err}");
+    }
+}
+
 /// A snapshot copies the state (sharing partitions and their messages)
 /// where partitions and messages outnumber the other rows it would have to
 /// copy, and encodes it in place where those rows dominate.
