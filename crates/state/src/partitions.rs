@@ -30,6 +30,13 @@ use crate::partition::Partition;
 pub const CHUNK: usize = 1024;
 const SHIFT: u32 = CHUNK.trailing_zeros();
 
+/// The partitions in order, chunk after chunk.
+pub type Iter<'a> = std::iter::FlatMap<
+    std::slice::Iter<'a, Arc<Vec<Arc<Partition>>>>,
+    std::slice::Iter<'a, Arc<Partition>>,
+    fn(&'a Arc<Vec<Arc<Partition>>>) -> std::slice::Iter<'a, Arc<Partition>>,
+>;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Partitions {
     /// Each exactly [`CHUNK`] long but the last, which is never empty.
@@ -71,14 +78,19 @@ impl Partitions {
         self.len += 1;
     }
 
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Arc<Partition>> + '_ {
-        self.chunks.iter().flat_map(|c| c.iter())
+    pub fn iter(&self) -> Iter<'_> {
+        Self::walk(&self.chunks)
     }
 
-    /// The partitions from `start` on, without walking those before it.
-    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = &Arc<Partition>> + '_ {
-        let (first, skip) = (start >> SHIFT, start & (CHUNK - 1));
-        self.chunks.iter().skip(first).enumerate().flat_map(move |(n, c)| c.iter().skip(if n == 0 { skip } else { 0 }))
+    /// The partitions from `start` on, without walking the chunks before
+    /// its own.
+    pub fn iter_from(&self, start: usize) -> std::iter::Skip<Iter<'_>> {
+        let from = self.chunks.get(start >> SHIFT..).unwrap_or_default();
+        Self::walk(from).skip(start & (CHUNK - 1))
+    }
+
+    fn walk(chunks: &[Arc<Vec<Arc<Partition>>>]) -> Iter<'_> {
+        chunks.iter().flat_map(|c| c.iter())
     }
 
     /// Every partition, every chunk unshared.
@@ -108,9 +120,9 @@ impl Index<usize> for Partitions {
 
 impl<'a> IntoIterator for &'a Partitions {
     type Item = &'a Arc<Partition>;
-    type IntoIter = Box<dyn Iterator<Item = &'a Arc<Partition>> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+    type IntoIter = Iter<'a>;
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
     }
 }
 
