@@ -27,7 +27,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, SnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, Snapshot, SnapshotMeta};
+use openraft::{BasicNode, Snapshot, SnapshotMeta, StorageIOError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -260,6 +260,12 @@ impl RaftNetwork<TypeConfig> for HttpPeer {
         cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
+        let shared = self.shared.clone();
+        let read = tokio::task::spawn_blocking(move || shared.snapshot_to_send(snapshot));
+        let snapshot = match read.await {
+            Ok(read) => read?,
+            Err(e) => return Err(StreamingError::StorageError(StorageIOError::read_snapshot(None, &e).into())),
+        };
         let snapshot_id = snapshot.meta.snapshot_id.clone();
         let transfer = SnapshotTransfer { vote, meta: snapshot.meta, data: snapshot.snapshot.into_inner() };
         let send = async {

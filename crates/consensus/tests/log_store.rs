@@ -348,6 +348,16 @@ async fn snapshot_is_loaded_on_reopen_and_bodies_are_cut_back_to_it() {
     assert_eq!(last_applied, snap.meta.last_log_id);
     assert_eq!(last_membership, snap.meta.last_membership);
     assert_eq!(sm.shared().machine.read().state, snap_state);
+    // The first ask is openraft's start, which keeps only the meta: the
+    // file just decoded is not read again for it.
+    let at_start = sm.get_current_snapshot().await.unwrap().expect("a snapshot");
+    assert_eq!(at_start.meta, snap.meta);
+    assert!(at_start.snapshot.get_ref().is_empty());
+    // Were that answer handed to a transport, it reads the data first.
+    let sent = sm.shared().snapshot_to_send(at_start).unwrap();
+    assert_eq!(sent.meta, snap.meta);
+    assert_eq!(State::decode(sent.snapshot.get_ref()).unwrap(), snap_state);
+    // Every later ask (a follower to catch up) reads the file.
     let current = sm.get_current_snapshot().await.unwrap().expect("a snapshot");
     assert_eq!(current.meta, snap.meta);
     assert_eq!(State::decode(current.snapshot.get_ref()).unwrap(), snap_state);

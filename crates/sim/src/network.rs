@@ -362,6 +362,7 @@ impl RaftNetwork<TypeConfig> for SimPeer {
                 sleep(option.hard_ttl()).await;
                 return Err(StreamingError::Network(lost_error("snapshot lost")));
             };
+            let snapshot = self.shared.snapshot_to_send(snapshot)?;
             let id = snapshot.meta.snapshot_id.clone();
             stage_bodies(&self.shared, &peer.shared, &id)
                 .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
