@@ -41,6 +41,7 @@ pub mod kv_apply;
 pub mod lease;
 pub mod locks;
 pub mod msg_table;
+pub mod name_index;
 pub mod options;
 pub mod outcome;
 pub mod partition;

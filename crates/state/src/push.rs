@@ -111,7 +111,7 @@ impl State {
         }
         let idx = q.partitions.len() as u32;
         q.partitions.push(Arc::new(Partition::new(next_pid, partition.to_string(), now)));
-        q.partition_index.insert(partition.to_string(), idx);
+        q.partition_index.insert(idx, &q.partitions);
         let qid = q.id;
         self.partition_ids.insert(next_pid, (qid, idx));
         self.next_partition_id += 1;

@@ -264,7 +264,9 @@ impl State {
                     String::from_utf8_lossy(STATE_FORMAT)
                 ));
             };
-            let state: State = bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+            let mut state: State =
+                bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+            state.rebuild_name_indexes().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
             // A snapshot read at recovery or sent by a leader is checked
             // before anything is served from it.
             state.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
@@ -272,6 +274,18 @@ impl State {
         };
         state.rebuild_txn_indexes();
         Ok(state)
+    }
+
+    /// Builds the partition-name index of every queue, this state's and its
+    /// tenants': a decoded state has none ([`crate::name_index`]).
+    pub(crate) fn rebuild_name_indexes(&mut self) -> Result<(), String> {
+        for q in self.queues.values_mut() {
+            q.rebuild_name_index().map_err(|e| format!("queue {}: {e}", q.name))?;
+        }
+        for (name, t) in self.tenants.iter_mut() {
+            t.rebuild_name_indexes().map_err(|e| format!("tenant {name}: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Builds the transaction-id indexes of every queue, this state's and

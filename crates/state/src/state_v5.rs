@@ -60,9 +60,11 @@ impl From<StateV5> for State {
 
 /// Decodes the body of a format-5 state (after its tag).
 pub fn decode(body: &[u8]) -> Result<State, String> {
-    bincode::deserialize::<StateV5>(body)
+    let mut state = bincode::deserialize::<StateV5>(body)
         .map(State::from)
-        .map_err(|e| format!("undecodable state snapshot (format 5): {e}"))
+        .map_err(|e| format!("undecodable state snapshot (format 5): {e}"))?;
+    state.rebuild_name_indexes()?;
+    Ok(state)
 }
 
 /// Encodes `state` as format 5 would have: for the tests that prove old
