@@ -176,6 +176,64 @@ fn lanes_report_backlog_and_the_lagging_ones_by_age() {
     assert!(views::lagging(&h.state, 120, h.now).is_empty());
 }
 
+/// What the dashboard's history summed from every lane, one row each.
+fn totals_from_lanes(h: &Harness) -> views::LaneTotals {
+    let mut t = views::LaneTotals::default();
+    for l in views::lanes(&h.state, None, h.now) {
+        t.positions += l.position;
+        let e = t.by_group.entry(l.group.clone()).or_default();
+        e.0 += l.depth;
+        if l.depth > 0 {
+            let age = l.oldest_unsettled_ms.map_or(0, |at| views::lag_seconds(h.now, at));
+            e.1 = e.1.max(age);
+            t.oldest_seconds = t.oldest_seconds.max(age);
+        }
+    }
+    t
+}
+
+#[test]
+fn lane_totals_are_the_lanes_summed_and_a_copy_of_the_queues_shows_the_same() {
+    let mut h = Harness::new();
+    assert_eq!(views::lane_totals(&h.state, h.now), views::LaneTotals::default());
+    for (queue, partition, n) in [("a", "P", 4), ("a", "Q", 2), ("b", "P", 3), ("b", "R", 1)] {
+        push_n(&mut h, queue, partition, n);
+    }
+    // "g" reads both queues; "idle" registers on "b" and settles all it
+    // took; "late" registers but holds no cursor yet on "a".
+    // Transaction ids are `<partition>-<offset>` (`push_n`).
+    let settle = |h: &mut Harness, group: &str, r: &regina_state::outcome::PopResult, first_only: bool| {
+        let mut acks = Vec::new();
+        for c in &r.claims {
+            for d in &c.messages {
+                let txn = format!("{}-{}", c.partition, d.offset);
+                acks.push(ack_item(c.partition_id, &txn, AckStatus::Completed, &r.lease_id));
+            }
+        }
+        acks.truncate(if first_only { 1 } else { acks.len() });
+        if !acks.is_empty() {
+            h.ack(group, acks);
+        }
+    };
+    let r = h.pop("a", "g", 3, Subscription::All);
+    settle(&mut h, "g", &r, true);
+    h.pop("b", "g", 1, Subscription::All);
+    h.now += 45_000;
+    for _ in 0..3 {
+        let r = h.pop("b", "idle", 10, Subscription::All);
+        settle(&mut h, "idle", &r, false);
+    }
+    h.pop("a", "late", 1, Subscription::New);
+    h.now += 20_000;
+    let totals = views::lane_totals(&h.state, h.now);
+    assert_eq!(totals, totals_from_lanes(&h));
+    assert!(totals.by_group.contains_key("idle") && totals.by_group["g"].0 > 0 && totals.oldest_seconds >= 65);
+
+    let copy = h.state.copy_of_queues();
+    assert_eq!(views::lane_totals(&copy, h.now), totals);
+    assert_eq!(views::queue_summaries(&copy, h.now), views::queue_summaries(&h.state, h.now));
+}
+
 #[test]
 fn partitions_rank_by_depth() {
     let mut h = Harness::new();
