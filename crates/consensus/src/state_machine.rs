@@ -450,7 +450,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     /// the initial state, and of the snapshot it keeps only the meta): it
     /// is answered with the meta of the snapshot the store has just
     /// decoded and no data, sparing a second read of a file as large as
-    /// the state (1.2 GB and 2-3 s at 10,000,000 partitions). Were such an
+    /// the state (1.2 GB, about a second, at 10,000,000 partitions). Were such an
     /// answer ever sent to a follower, the transports read the data first
     /// ([`SharedState::snapshot_to_send`]).
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {

@@ -62,7 +62,7 @@ pub struct Queue {
     pub partitions: Partitions,
     /// Partition name to place: always every partition, and nothing else.
     /// The encoding writes it from the partitions, and a decode rebuilds
-    /// it from them ([`Queue::rebuild_indexes`]).
+    /// it from them ([`Queue::rebuild_name_index`]).
     #[serde(deserialize_with = "crate::name_index::skip_encoded")]
     pub partition_index: NameIndex,
     pub groups: Vec<Group>,
@@ -276,6 +276,7 @@ impl Queue {
 
     /// Puts every partition that holds messages in the group's ready set:
     /// after its cursors were moved or forgotten wholesale.
+    ///
     /// The queue-mode group (no name) keeps no ready set, so it costs
     /// nothing (a walk of every partition, 0.2 s at 10,000,000).
     pub fn refill_ready(&mut self, gid: u32) {
