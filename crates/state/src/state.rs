@@ -193,9 +193,9 @@ impl State {
     /// it under the lock. The copy shares the partitions and their messages
     /// (a count per chunk of partitions) but copies the other rows (KV
     /// rows, jobs, timers, leases, dead letters), so it is far cheaper than
-    /// the encode only where partitions and messages outnumber those rows. Where they do not (a million jobs,
-    /// say) the copy takes nearly as long as the encode and holds a second
-    /// copy of every row meanwhile.
+    /// the encode only where partitions and messages outnumber those rows.
+    /// Where they do not (a million jobs, say) the copy takes nearly as
+    /// long as the encode and holds a second copy of every row meanwhile.
     pub fn copy_is_cheaper(&self) -> bool {
         let (shared, rows) = self.weight();
         shared >= COPY_FROM_MESSAGES_PER_ROW * rows.max(1)

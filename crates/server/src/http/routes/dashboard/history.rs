@@ -74,9 +74,7 @@ impl History {
                 tokio::select! {
                     _ = &mut stopped => break,
                     _ = tick.tick() => {
-                        let node = node.clone();
-                        // A walk of every partition: off the async workers.
-                        if let Ok(sample) = tokio::task::spawn_blocking(move || measure(&node)).await {
+                        if let Ok(sample) = measure(&node).await {
                             h.record(sample);
                         }
                     }
@@ -108,16 +106,21 @@ impl History {
     }
 }
 
-/// One sample of the node's applied state. The queues are copied under
-/// the read lock (a count per 1,024 partitions) and walked outside it:
-/// walked under it, at 10,000,000 partitions, every write waited over a
-/// second each time a sample was taken.
-fn measure(node: &Replica) -> Sample {
+/// One sample of the applied state of the caller's tenant. The queues
+/// are copied under the read lock (a count per 1,024 partitions) and
+/// walked outside it, on a blocking thread: walked under it, at 10,000,000
+/// partitions, every write waited over a second each time a sample was
+/// taken, and the walk held an async worker as long.
+async fn measure(node: &Replica) -> Result<Sample, tokio::task::JoinError> {
     let (copy, now) = {
         let m = node.tenant_state();
         (m.copy_of_queues(), node.read_time(m.now_ms))
     };
-    let s = &copy;
+    tokio::task::spawn_blocking(move || sample_of(&copy, now)).await
+}
+
+/// The sample of a copy of the queues at `now`.
+fn sample_of(s: &regina_state::State, now: u64) -> Sample {
     let summaries = views::queue_summaries(s, now);
     let pushed = s.queues.values().flat_map(|q| q.partitions.iter()).map(|p| p.next_offset()).sum();
     let totals = views::lane_totals(s, now);
@@ -159,12 +162,13 @@ fn sample_json(s: &Sample) -> Value {
 /// one taken now (`current`, not kept), so a chart can end at this moment.
 pub async fn history(State(node): State<Arc<Replica>>, history: Option<Extension<Arc<History>>>) -> Json<Value> {
     let kept = history.map(|Extension(h)| h.samples()).unwrap_or_default();
-    let mut current = measure(&node);
+    // A walk that panicked panics here, as it did when it ran here.
+    let mut current = measure(&node).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     if let Some(prev) = kept.last() {
         let one = History::default();
         one.record(prev.clone());
-        one.record(current);
-        current = one.samples().pop().unwrap_or_else(|| measure(&node));
+        one.record(current.clone());
+        current = one.samples().pop().unwrap_or(current);
     }
     Json(json!({
         "intervalMs": DASHBOARD_HISTORY_INTERVAL_MS,
