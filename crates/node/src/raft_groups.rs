@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use regina_consensus::LogStore;
+use regina_consensus::{LogStore, StateMachineStore};
 use regina_storage::{RealIo, WalOptions};
 use regina_types::limits::RAFT_GROUPS_MAX;
 
@@ -43,17 +43,30 @@ pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> 
     check_group_count(data_dir, groups)?;
     crate::ids::use_clock(options.clock.clone());
     let wal = WalOptions { fsync: options.fsync, ..WalOptions::default() };
-    let logs = LogStore::open_groups(&data_dir.join("raft"), groups, wal, Arc::new(RealIo))?;
+    // The log and the state machines open side by side: one reads the WAL
+    // from disk while the other decodes its snapshot, the two longest
+    // waits of a restart. Neither needs the other until the Raft group
+    // starts on both.
+    let log_dir = data_dir.join("raft");
+    let opening_logs = std::thread::Builder::new()
+        .name("regina-open-log".into())
+        .spawn(move || LogStore::open_groups(&log_dir, groups, wal, Arc::new(RealIo)))
+        .map_err(|e| format!("cannot start opening the log: {e}"))?;
+    let machines: Result<Vec<_>, String> = (0..groups)
+        .map(|g| StateMachineStore::open_keeping_recent(&group_dir(data_dir, g), options.recent_body_bytes_per_group()))
+        .collect();
+    let logs = opening_logs.join().map_err(|_| "opening the log panicked".to_string())?;
+    // A log that cannot open says why first: it is what a bad start most
+    // often comes from (a group count that does not match, say).
+    let (logs, machines) = (logs?, machines?);
     let key_path = options.encryption_key_file.clone().unwrap_or_else(|| data_dir.join("encryption.key"));
     let sealer = Arc::new(crate::sealing::Sealer::load_or_create(&key_path)?);
     let disk = crate::disk::DiskWatch::new(data_dir, options.disk_high_pct, options.disk_low_pct)?;
     disk.spawn();
     let mut nodes = Vec::with_capacity(groups as usize);
-    for (g, log) in logs.into_iter().enumerate() {
-        let dir = if g == 0 { data_dir.to_path_buf() } else { data_dir.join("groups").join(g.to_string()) };
+    for (g, (log, sm)) in logs.into_iter().zip(machines).enumerate() {
         nodes.push(
-            Replica::open_group(&dir, g as u16, log, (sealer.clone(), disk.clone()), http_addr.clone(), options)
-                .await?,
+            Replica::open_group(sm, g as u16, log, (sealer.clone(), disk.clone()), http_addr.clone(), options).await?,
         );
     }
     check_placement(&nodes, &options.tenant_groups)?;
@@ -62,6 +75,16 @@ pub async fn open(data_dir: &Path, http_addr: String, options: &NodeOptions) -> 
         let _ = n.groups.set(weak.clone());
     }
     Ok(nodes)
+}
+
+/// Where group `g` keeps its state: group 0 at the top of the data
+/// directory (where a one-group node has it), group `g` under `groups/{g}`.
+fn group_dir(data_dir: &Path, g: u16) -> std::path::PathBuf {
+    if g == 0 {
+        data_dir.to_path_buf()
+    } else {
+        data_dir.join("groups").join(g.to_string())
+    }
 }
 
 /// A data directory serves the group count it was created with.

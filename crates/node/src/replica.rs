@@ -9,7 +9,6 @@
 //! reads and membership changes).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,17 +68,16 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Opens group `group`'s replica: its state machine under `state_dir`,
+    /// Opens group `group`'s replica on its opened state machine `sm`,
     /// its log `log` (one of the node's shared WAL).
     pub async fn open_group(
-        state_dir: &Path,
+        sm: StateMachineStore,
         group: u16,
         log: LogStore,
         (sealer, disk): (Arc<crate::sealing::Sealer>, Arc<crate::disk::DiskWatch>),
         http_addr: String,
         options: &NodeOptions,
     ) -> Result<Arc<Replica>, String> {
-        let sm = StateMachineStore::open_keeping_recent(state_dir, options.recent_body_bytes_per_group())?;
         let shared = sm.shared();
         let config = RaftConfig {
             cluster_name: "regina".into(),

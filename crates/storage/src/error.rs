@@ -45,6 +45,11 @@ pub enum WalError {
     #[error("invalid wal options: {0}")]
     InvalidOptions(String),
 
+    /// The caller of `Wal::open_visiting` refused a recovered record; the
+    /// text is the caller's own.
+    #[error("{0}")]
+    Refused(String),
+
     /// The log's writer thread is gone (the log is being dropped).
     #[error("wal is closed")]
     Closed,

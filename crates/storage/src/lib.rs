@@ -40,4 +40,4 @@ pub use io::{FaultyIo, Io, RealIo};
 pub use recent_bodies::RECENT_BODY_BYTES;
 pub use snapshot::SnapshotStore;
 pub use space::{is_out_of_space, SpaceWait};
-pub use wal::{AppendDone, RecordPos, Wal, WalOptions};
+pub use wal::{AppendDone, RecordPos, RecordVisitor, Wal, WalOptions};

@@ -91,6 +91,10 @@ impl WalOptions {
 /// See [`Wal::unfinished_appends_in_process`].
 static UNFINISHED_IN_PROCESS: AtomicU64 = AtomicU64::new(0);
 
+/// What [`Wal::open_visiting`] hands each recovered record to: its place
+/// and its bytes (borrowed); an `Err` refuses it and stops the open.
+pub type RecordVisitor<'a> = dyn FnMut(RecordPos, &[u8]) -> Result<(), String> + 'a;
+
 /// Completion callback of [`Wal::append`].
 pub type AppendDone = Box<dyn FnOnce(Result<Vec<RecordPos>, WalError>) + Send>;
 

@@ -196,3 +196,53 @@ fn segments_are_preallocated_and_leftovers_cleaned() {
     assert!(bytes[8 + 3..].iter().all(|&b| b == 0));
     assert!(!wal_files(dir.path()).is_empty());
 }
+
+#[test]
+fn open_visiting_hands_over_every_record_in_order_across_segments() {
+    let dir = fast_tempdir();
+    let (positions, records) = fill_segments(dir.path(), 30);
+    let mut seen = Vec::new();
+    let wal = regina_storage::Wal::open_visiting(
+        dir.path(),
+        options(SEGMENT),
+        std::sync::Arc::new(regina_storage::RealIo),
+        &mut |pos, bytes| {
+            seen.push((pos, bytes.to_vec()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    let expected: Vec<(RecordPos, Vec<u8>)> = positions.into_iter().zip(records).collect();
+    assert_eq!(seen, expected);
+    // The log goes on after the last record visited.
+    let next = wal.append_sync(vec![b"after".to_vec()]).unwrap();
+    assert!(next[0] > expected.last().unwrap().0);
+}
+
+#[test]
+fn a_refused_record_stops_the_open_with_the_callers_words() {
+    let dir = fast_tempdir();
+    let (positions, _) = fill_segments(dir.path(), 30);
+    let mut visited = 0;
+    let refused = regina_storage::Wal::open_visiting(
+        dir.path(),
+        options(SEGMENT),
+        std::sync::Arc::new(regina_storage::RealIo),
+        &mut |pos, _| {
+            visited += 1;
+            if pos == positions[12] {
+                return Err(format!("no thanks at {pos:?}"));
+            }
+            Ok(())
+        },
+    );
+    match refused {
+        Err(WalError::Refused(reason)) => assert_eq!(reason, format!("no thanks at {:?}", positions[12])),
+        Err(other) => panic!("expected Refused, got {other}"),
+        Ok(_) => panic!("expected Refused, the log opened"),
+    }
+    assert_eq!(visited, 13, "the scan stops at the refusal");
+    // Nothing was cut: every record is still there.
+    let (_wal, recovered) = open(dir.path(), options(SEGMENT));
+    assert_eq!(recovered.len(), positions.len());
+}

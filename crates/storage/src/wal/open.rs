@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::preparer::Preparer;
 use super::recovery::FoundSegment;
 use super::writer::{Active, Spare, Writer};
-use super::{recovery, segment, Queue, RecordPos, Shared, Wal, WalOptions};
+use super::{recovery, segment, Queue, RecordPos, RecordVisitor, Shared, Wal, WalOptions};
 use crate::error::WalError;
 use crate::io::Io;
 
@@ -22,16 +22,36 @@ impl Wal {
     ///
     /// A torn tail in the last segment holding records is cut and zeroed.
     /// Damage anywhere before that is reported as [`WalError::Corrupt`].
+    /// (A log of many segments is better opened with
+    /// [`Wal::open_visiting`], which never holds it all in memory.)
     #[allow(clippy::type_complexity)]
     pub fn open(
         dir: impl AsRef<Path>,
         options: WalOptions,
         io: Arc<dyn Io>,
     ) -> Result<(Wal, Vec<(RecordPos, Vec<u8>)>), WalError> {
+        let mut records = Vec::new();
+        let wal = Wal::open_visiting(dir, options, io, &mut |pos, bytes| {
+            records.push((pos, bytes.to_vec()));
+            Ok(())
+        })?;
+        Ok((wal, records))
+    }
+
+    /// [`Wal::open`] that hands each surviving record to `visit`, in log
+    /// order, instead of returning them: the bytes are only borrowed, from a
+    /// buffer reused segment after segment. An `Err` from `visit` stops the
+    /// open and comes back as [`WalError::Refused`].
+    pub fn open_visiting(
+        dir: impl AsRef<Path>,
+        options: WalOptions,
+        io: Arc<dyn Io>,
+        visit: &mut RecordVisitor<'_>,
+    ) -> Result<Wal, WalError> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         prepare_dir(&dir, options.segment_bytes)?;
-        let recovered = recovery::recover(&dir)?;
+        let recovered = recovery::recover(&dir, visit)?;
         let layout = Layout::split(recovered.segments, recovered.active, recovered.active_offset).ok_or_else(|| {
             WalError::io(
                 format!("recovering {}", dir.display()),
@@ -51,8 +71,7 @@ impl Wal {
             current_segment: AtomicU64::new(layout.active.seq),
             segments: RwLock::new(layout.readable),
         });
-        let wal = Wal::start(dir, shared, layout.active, layout.spares, next_seq)?;
-        Ok((wal, recovered.records))
+        Wal::start(dir, shared, layout.active, layout.spares, next_seq)
     }
 
     fn start(

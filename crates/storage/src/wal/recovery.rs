@@ -19,7 +19,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::frame::{record_crc, Header, HEADER_LEN};
-use super::{segment, RecordPos};
+use super::{segment, RecordPos, RecordVisitor};
 use crate::error::WalError;
 
 /// Where and why a segment's data stops being valid.
@@ -101,10 +101,10 @@ pub struct FoundSegment {
     pub len: u64,
 }
 
-/// Everything `Wal::open` needs to resume.
+/// Everything `Wal::open` needs to resume (the records went to the
+/// visitor as they were found).
 #[derive(Debug)]
 pub struct Recovered {
-    pub records: Vec<(RecordPos, Vec<u8>)>,
     /// Every segment in order. Those after `active` are empty spares.
     pub segments: Vec<FoundSegment>,
     pub active: usize,
@@ -115,7 +115,7 @@ pub struct Recovered {
 /// What one segment contributed, kept until we know which one is last.
 struct Scanned {
     found: FoundSegment,
-    records: Vec<(u64, Vec<u8>)>,
+    records: usize,
     end: u64,
     damage: Option<Damage>,
     /// One past the last non-zero byte: how far zeroing has to reach.
@@ -123,16 +123,27 @@ struct Scanned {
 }
 
 /// Scans every segment in `dir`, applies the cut rules described at the top
-/// of this module and returns the surviving records in order.
+/// of this module and hands each surviving record to `visit`, in order.
+///
+/// Records are visited as their segment is scanned, from one buffer reused
+/// segment after segment, so a log of any length is never held in memory.
+/// That is safe because the rules only ever keep a prefix: the records
+/// visited are exactly the surviving ones whenever this returns `Ok`. A
+/// refusal by `visit` stops the scan and is returned as
+/// [`WalError::Refused`].
 ///
 /// `dir` must contain at least one segment.
-pub fn recover(dir: &Path) -> Result<Recovered, WalError> {
+pub fn recover(dir: &Path, visit: &mut RecordVisitor<'_>) -> Result<Recovered, WalError> {
     let listed = segment::list(dir).map_err(|e| WalError::io(format!("listing {}", dir.display()), e))?;
     let mut scanned = Vec::with_capacity(listed.len());
-    for (seq, path) in listed {
-        scanned.push(scan_file(seq, &path)?);
+    let mut buf = Vec::new();
+    for (i, (seq, path)) in listed.iter().enumerate() {
+        if let Some((_, next)) = listed.get(i + 1) {
+            read_ahead(next);
+        }
+        scanned.push(scan_file(*seq, path, &mut buf, visit)?);
     }
-    let last_data = scanned.iter().rposition(|s| !s.records.is_empty());
+    let last_data = scanned.iter().rposition(|s| s.records > 0);
     let active = last_data.unwrap_or(0);
     for s in &scanned[..active] {
         if let Some(damage) = &s.damage {
@@ -147,27 +158,31 @@ pub fn recover(dir: &Path) -> Result<Recovered, WalError> {
         zero_leftovers(s)?;
     }
     let active_offset = scanned.get(active).map_or(0, |s| s.end);
-    let mut records = Vec::new();
-    let mut segments = Vec::with_capacity(scanned.len());
-    for s in scanned {
-        let seq = s.found.seq;
-        records.extend(s.records.into_iter().map(|(offset, payload)| (RecordPos { segment: seq, offset }, payload)));
-        segments.push(s.found);
-    }
-    Ok(Recovered { records, segments, active, active_offset })
+    let segments = scanned.into_iter().map(|s| s.found).collect();
+    Ok(Recovered { segments, active, active_offset })
 }
 
-fn scan_file(seq: u64, path: &Path) -> Result<Scanned, WalError> {
+/// Asks the kernel to start reading the segment at `path` while the one
+/// before it is checked. Only a hint: failing it costs nothing but time.
+fn read_ahead(path: &Path) {
+    if let Ok(file) = File::open(path) {
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::WillNeed);
+    }
+}
+
+fn scan_file(seq: u64, path: &Path, buf: &mut Vec<u8>, visit: &mut RecordVisitor<'_>) -> Result<Scanned, WalError> {
     let context = || format!("reading wal segment {}", path.display());
     let mut file = segment::open_existing(path).map_err(|e| WalError::io(context(), e))?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf).map_err(|e| WalError::io(context(), e))?;
-    let scan = scan_segment(&buf);
-    let records = scan.records.iter().map(|(offset, payload)| (*offset, buf[payload.clone()].to_vec())).collect();
-    let dirty_until = last_nonzero(&buf).map_or(0, |i| i as u64 + 1);
+    buf.clear();
+    file.read_to_end(buf).map_err(|e| WalError::io(context(), e))?;
+    let scan = scan_segment(buf);
+    for (offset, payload) in &scan.records {
+        visit(RecordPos { segment: seq, offset: *offset }, &buf[payload.clone()]).map_err(WalError::Refused)?;
+    }
+    let dirty_until = last_nonzero(buf).map_or(0, |i| i as u64 + 1);
     Ok(Scanned {
         found: FoundSegment { seq, file, len: buf.len() as u64 },
-        records,
+        records: scan.records.len(),
         end: scan.end,
         damage: scan.damage,
         dirty_until,
