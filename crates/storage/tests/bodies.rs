@@ -12,13 +12,28 @@ use std::thread;
 use regina_storage::{place, BodyStore, FaultyIo};
 use support::{fast_tempdir, AdviceLog, Lcg};
 
+/// The segment files in `dir` (not the cut ones still being deleted).
 fn body_files(dir: &std::path::Path) -> Vec<String> {
+    all_files(dir).into_iter().filter(|n| n.ends_with(".body")).collect()
+}
+
+fn all_files(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("list")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
     names
+}
+
+/// Waits (10 s at most) until `dir` holds only segment files: cut segments
+/// are deleted in the background.
+fn wait_for_deletions(dir: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while all_files(dir) != body_files(dir) {
+        assert!(std::time::Instant::now() < deadline, "cut segments never deleted: {:?}", all_files(dir));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 #[test]
@@ -115,6 +130,7 @@ fn truncate_from_cuts_the_tail_for_replay() {
         body_files(dir.path()),
         vec!["00000000000000000000.body".to_string(), "00000000000000000001.body".to_string(),]
     );
+    wait_for_deletions(dir.path());
     // Replay rewrites the tail.
     store.write_at(130, &[9; 30]).expect("rewrite");
     store.write_at(200, &[2; 60]).expect("rewrite next segment");
@@ -122,6 +138,32 @@ fn truncate_from_cuts_the_tail_for_replay() {
     assert_eq!(store.read(130, 30).expect("read"), vec![9; 30]);
     assert_eq!(store.read(200, 60).expect("read"), vec![2; 60]);
     assert_eq!(store.read(0, 60).expect("untouched"), vec![0; 60]);
+}
+
+#[test]
+fn a_cut_segment_left_by_a_crash_is_deleted_at_open() {
+    let dir = fast_tempdir();
+    let store = BodyStore::open(dir.path(), 100).expect("open");
+    for segment in 0..3u64 {
+        store.write_at(segment * 100, &[segment as u8; 60]).expect("write");
+    }
+    store.sync_all().expect("sync");
+    drop(store);
+    // What a crash between a cut's rename and its deletion leaves.
+    std::fs::rename(
+        dir.path().join("00000000000000000002.body"),
+        dir.path().join("00000000000000000002.body.deleting"),
+    )
+    .expect("rename");
+    let store = BodyStore::open(dir.path(), 100).expect("reopen");
+    wait_for_deletions(dir.path());
+    assert_eq!(
+        all_files(dir.path()),
+        vec!["00000000000000000000.body".to_string(), "00000000000000000001.body".to_string()]
+    );
+    // The segment number is free for a new segment.
+    store.write_at(200, &[7; 10]).expect("write the segment again");
+    assert_eq!(store.read(200, 10).expect("read"), vec![7; 10]);
 }
 
 #[test]
