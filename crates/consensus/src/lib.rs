@@ -14,6 +14,7 @@
 
 pub mod background_drop;
 pub mod backup;
+pub mod committed_file;
 pub mod log_index;
 pub mod log_store;
 pub mod meta_file;

@@ -5,7 +5,8 @@
 //! with one fdatasync and only then tells openraft they are flushed. That
 //! callback is what lets openraft commit, so no write is answered before the
 //! disk has it. The vote and the purge point live in a small meta file per
-//! group that is replaced atomically.
+//! group that is replaced atomically; the last committed log id, a
+//! restart's shortcut, in a file of its own ([`crate::committed_file`]).
 //!
 //! Several Raft groups can share one WAL ([`LogStore::open_groups`]); each
 //! `LogStore` is then one group's log and sees only that group's records.
@@ -203,6 +204,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
         Ok(self.this().meta.lock().vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        if let Some(committed) = committed {
+            self.this().committed.save(committed);
+        }
+        Ok(())
+    }
+
+    /// The committed log id saved last, if the log holds its very entry
+    /// ([`crate::committed_file`] says why that makes it safe).
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        let latest = self.this().committed.latest();
+        let index = self.this().index.lock();
+        Ok(latest.filter(|c| index.get(c.index).is_some_and(|(id, _)| id == *c)))
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>

@@ -495,3 +495,46 @@ async fn raft_state_survives_snapshot_purge_and_restart() {
 
     raft.shutdown().await.unwrap();
 }
+
+/// A restart learns how far the log was committed, so openraft applies
+/// those entries as it starts rather than searching them all for a
+/// membership change first; a remembered id whose entry is not in the log
+/// (lost, or replaced after a truncation) is not believed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_log_id_survives_a_restart_only_with_its_entry() {
+    use regina_consensus::committed_file::{CommittedFile, PERSIST_EVERY_ENTRIES};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let Started { raft, log, shared, .. } = start(data).await;
+    let (_, last_pushed) = push_range(&raft, 1..=PERSIST_EVERY_ENTRIES + 20).await;
+    let before = shared.machine.read().state.clone();
+    raft.shutdown().await.unwrap();
+    drop((raft, log, shared));
+
+    let mut log = open_log(data, RAFT_SEGMENT_BYTES);
+    let committed = log.read_committed().await.unwrap().expect("a committed log id is remembered");
+    assert!(committed.index >= PERSIST_EVERY_ENTRIES && committed.index <= last_pushed.index, "{committed:?}");
+    let entry = log.try_get_log_entries(committed.index..=committed.index).await.unwrap();
+    assert_eq!(entry[0].log_id, committed);
+    drop(log);
+
+    // The restart applies up to it inside `Raft::new`, then the rest.
+    let Started { raft, shared, .. } = start(data).await;
+    raft.wait(WAIT).applied_index_at_least(Some(last_pushed.index), "the tail is applied").await.unwrap();
+    assert_eq!(shared.machine.read().state.message_count(), before.message_count());
+    raft.shutdown().await.unwrap();
+    drop((raft, shared));
+
+    // The same index under another term is another entry: not believed.
+    let file = support::log_dir(data).join("raft-committed");
+    std::fs::remove_file(&file).unwrap();
+    let foreign = LogId::new(openraft::CommittedLeaderId::new(committed.leader_id.term + 7, NODE), committed.index);
+    CommittedFile::open(&support::log_dir(data), 0).save(foreign);
+    assert!(open_log(data, RAFT_SEGMENT_BYTES).read_committed().await.unwrap().is_none());
+    // Nor is one past the end of the log.
+    std::fs::remove_file(&file).unwrap();
+    let past = LogId::new(committed.leader_id, last_pushed.index + 1_000);
+    CommittedFile::open(&support::log_dir(data), 0).save(past);
+    assert!(open_log(data, RAFT_SEGMENT_BYTES).read_committed().await.unwrap().is_none());
+}
