@@ -130,15 +130,8 @@ impl BodyStore {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
         // Cut segments a crash kept from being deleted.
-        let ctx = |e| io_context(format!("listing {}", dir.display()), e);
-        let mut doomed = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(ctx)? {
-            let entry = entry.map_err(ctx)?;
-            if entry.file_name().to_str().is_some_and(|n| n.ends_with(DOOMED_SUFFIX)) {
-                doomed.push(entry.path());
-            }
-        }
-        delete_in_background(doomed);
+        let doomed = names_in(&dir)?.into_iter().filter(|n| n.ends_with(DOOMED_SUFFIX)).map(|n| dir.join(n));
+        delete_in_background(doomed.collect());
         Ok(BodyStore {
             dir,
             segment_bytes,
@@ -517,16 +510,8 @@ impl BodyStore {
     }
 
     fn list(&self) -> io::Result<Vec<u64>> {
-        let ctx = |e| io_context(format!("listing {}", self.dir.display()), e);
-        let mut segments = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(ctx)? {
-            let name = entry.map_err(ctx)?.file_name();
-            let parsed = name.to_str().and_then(|n| n.strip_suffix(SUFFIX));
-            if let Some(segment) = parsed.and_then(|digits| digits.parse().ok()) {
-                segments.push(segment);
-            }
-        }
-        Ok(segments)
+        let names = names_in(&self.dir)?;
+        Ok(names.iter().filter_map(|n| n.strip_suffix(SUFFIX)?.parse().ok()).collect())
     }
 
     fn remove(&self, segment: u64) -> io::Result<()> {
@@ -552,6 +537,19 @@ impl BodyStore {
     fn path(&self, segment: u64) -> PathBuf {
         self.dir.join(format!("{segment:020}{SUFFIX}"))
     }
+}
+
+/// The names of the files in `dir` that are UTF-8 (every name the store
+/// writes is).
+fn names_in(dir: &Path) -> io::Result<Vec<String>> {
+    let ctx = |e| io_context(format!("listing {}", dir.display()), e);
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(ctx)? {
+        if let Ok(name) = entry.map_err(ctx)?.file_name().into_string() {
+            names.push(name);
+        }
+    }
+    Ok(names)
 }
 
 /// Deletes `paths` on a thread of their own: what is deleted is no longer
