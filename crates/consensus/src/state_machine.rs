@@ -19,7 +19,7 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError, StoredMembership};
 use parking_lot::{Mutex, RwLock};
 use regina_state::{Outcome, State};
-use regina_storage::{BodyStore, SnapshotStore};
+use regina_storage::{BodyStore, SnapshotStore, SnapshotStream};
 use tokio::sync::Notify;
 
 use crate::backup::SnapshotHead;
@@ -113,6 +113,51 @@ impl SharedState {
     }
 }
 
+/// A snapshot read back: its head, its state and its size.
+struct Loaded {
+    head: SnapshotHead,
+    state: State,
+    bytes: u64,
+}
+
+/// The newest snapshot that is whole, decoded as it is read
+/// ([`SnapshotStream`]). A damaged file (its checksum, its head or its
+/// length wrong) is skipped with a warning and left on disk; a whole one
+/// that does not decode stops the open.
+fn load_newest(snapshots: &SnapshotStore) -> Result<Option<Loaded>, String> {
+    for path in snapshots.newest_first().map_err(|e| e.to_string())? {
+        let skip = |reason: &str| tracing::warn!(file = %path.display(), %reason, "skipping a damaged snapshot");
+        let started = std::time::Instant::now();
+        let mut stream = match SnapshotStream::open(&path) {
+            Ok(stream) => stream,
+            Err(reason) => {
+                skip(&reason);
+                continue;
+            }
+        };
+        let bytes = stream.data_len();
+        let head = bincode::deserialize::<SnapshotHead>(stream.meta()).map_err(|e| format!("snapshot head: {e}"));
+        let state = head.as_ref().map_err(Clone::clone).and_then(|_| State::decode_from(&mut stream));
+        // Whatever was decoded counts only if the file was whole; a file
+        // that was not explains a failed decode too.
+        let unread = match stream.finish() {
+            Ok(unread) => unread,
+            Err(reason) => {
+                skip(&reason);
+                continue;
+            }
+        };
+        let (head, state) = (head?, state?);
+        if unread > 0 {
+            return Err(format!("the snapshot's state ended {unread} bytes before its data did"));
+        }
+        // A restart's first long wait: the snapshot read and decoded at once.
+        tracing::info!(bytes, load_ms = started.elapsed().as_millis() as u64, "snapshot loaded");
+        return Ok(Some(Loaded { head, state, bytes }));
+    }
+    Ok(None)
+}
+
 #[derive(Clone)]
 pub struct StateMachineStore {
     shared: Arc<SharedState>,
@@ -151,19 +196,12 @@ impl StateMachineStore {
         let mut machine = Machine { state: State::new(), last_applied: None, membership: Membership::default() };
         let mut snapshot_bytes = 0;
         let mut opened_from = None;
-        let reading = std::time::Instant::now();
-        if let Some((head, data)) = snapshots.load_latest().map_err(|e| e.to_string())? {
-            let read_ms = reading.elapsed().as_millis() as u64;
-            snapshot_bytes = data.len() as u64;
-            let head: SnapshotHead = bincode::deserialize(&head).map_err(|e| format!("snapshot head: {e}"))?;
-            let decoding = std::time::Instant::now();
-            machine.state = State::decode(&data)?;
-            machine.last_applied = head.meta.last_log_id;
-            machine.membership = head.meta.last_membership.clone();
-            opened_from = Some(head.meta);
-            // A restart's first long wait: what it was spent on.
-            let decode_ms = decoding.elapsed().as_millis() as u64;
-            tracing::info!(bytes = snapshot_bytes, read_ms, decode_ms, "snapshot loaded");
+        if let Some(loaded) = load_newest(&snapshots)? {
+            machine.state = loaded.state;
+            machine.last_applied = loaded.head.meta.last_log_id;
+            machine.membership = loaded.head.meta.last_membership.clone();
+            snapshot_bytes = loaded.bytes;
+            opened_from = Some(loaded.head.meta);
         }
         bodies.truncate_from(machine.state.next_body_pos).map_err(|e| e.to_string())?;
         // A transfer cut short by a crash leaves staged segments that no

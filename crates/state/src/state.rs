@@ -254,18 +254,29 @@ impl State {
     /// with a message rather than read: bincode has no field names, so an
     /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
-        let mut state = if let Some(body) = bytes.strip_prefix(crate::state_v5::FORMAT.as_slice()) {
-            crate::state_v5::decode(body)?
+        Self::decode_from(&mut &*bytes)
+    }
+
+    /// [`State::decode`] of bytes read from `reader` as they are decoded
+    /// (a snapshot file's data, streamed while it is read). Reads exactly
+    /// the state's bytes.
+    pub fn decode_from<R: std::io::Read>(reader: &mut R) -> Result<State, String> {
+        let mut format = [0u8; STATE_FORMAT.len()];
+        reader.read_exact(&mut format).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+        let mut state = if format == *crate::state_v5::FORMAT {
+            let mut body = Vec::new();
+            reader.read_to_end(&mut body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+            crate::state_v5::decode(&body)?
         } else {
-            let Some(body) = bytes.strip_prefix(STATE_FORMAT.as_slice()) else {
+            if format != *STATE_FORMAT {
                 return Err(format!(
                     "the snapshot's state is not in format {} (written by another Regina version); \
                      this version cannot read it",
                     String::from_utf8_lossy(STATE_FORMAT)
                 ));
-            };
+            }
             let mut state: State =
-                bincode::deserialize(body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
+                bincode::deserialize_from(reader).map_err(|e| format!("undecodable state snapshot: {e}"))?;
             state.rebuild_name_indexes().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
             // A snapshot read at recovery or sent by a leader is checked
             // before anything is served from it.

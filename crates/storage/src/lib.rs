@@ -31,6 +31,7 @@ pub mod io;
 pub mod page_cache;
 mod recent_bodies;
 pub mod snapshot;
+pub mod snapshot_stream;
 pub mod space;
 pub mod wal;
 
@@ -39,5 +40,6 @@ pub use error::WalError;
 pub use io::{FaultyIo, Io, RealIo};
 pub use recent_bodies::RECENT_BODY_BYTES;
 pub use snapshot::SnapshotStore;
+pub use snapshot_stream::SnapshotStream;
 pub use space::{is_out_of_space, SpaceWait};
 pub use wal::{AppendDone, RecordPos, RecordVisitor, Wal, WalOptions};

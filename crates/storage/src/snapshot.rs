@@ -95,10 +95,7 @@ impl SnapshotStore {
     /// Damaged snapshots are skipped with a warning and left on disk for
     /// inspection.
     pub fn load_latest(&self) -> io::Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let mut names = self.names_with(SNAP_SUFFIX)?;
-        names.sort_unstable_by(|a, b| b.cmp(a));
-        for name in names {
-            let path = self.dir.join(&name);
+        for path in self.newest_first()? {
             let bytes = fs::read(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
             match decode_owned(bytes) {
                 Ok(snapshot) => return Ok(Some(snapshot)),
@@ -108,6 +105,16 @@ impl SnapshotStore {
             }
         }
         Ok(None)
+    }
+
+    /// The snapshot files, newest first: what [`SnapshotStore::load_latest`]
+    /// tries in turn, and what a reader of [`SnapshotStream`]s tries.
+    ///
+    /// [`SnapshotStream`]: crate::snapshot_stream::SnapshotStream
+    pub fn newest_first(&self) -> io::Result<Vec<PathBuf>> {
+        let mut names = self.names_with(SNAP_SUFFIX)?;
+        names.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(names.into_iter().map(|name| self.dir.join(name)).collect())
     }
 
     /// File names in the directory that are snapshots with `suffix`.
@@ -314,6 +321,33 @@ fn parts(bytes: &[u8]) -> Result<(Range<usize>, Range<usize>), String> {
         return Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})"));
     }
     let mut cursor = Cursor { bytes: body, at: 0 };
+    let (meta, data_len) = head_fields(&mut cursor)?;
+    let data_len = usize::try_from(data_len).map_err(|_| "data length overflows".to_string())?;
+    let data = cursor.span(data_len)?;
+    if !cursor.bytes.is_empty() {
+        return Err(format!("{} unexpected trailing bytes", cursor.bytes.len()));
+    }
+    Ok((meta, data))
+}
+
+/// The bytes of a snapshot file's head before its meta: magic, version
+/// and the meta's length.
+pub(crate) const FIXED_HEAD_BYTES: usize = 4 + 4 + 4;
+
+/// Where the meta lies in `head` (a file's bytes up to its data) and how
+/// long the data is, checked.
+pub(crate) fn parse_head(head: &[u8]) -> Result<(Range<usize>, u64), String> {
+    let mut cursor = Cursor { bytes: head, at: 0 };
+    let fields = head_fields(&mut cursor)?;
+    match cursor.bytes.len() {
+        0 => Ok(fields),
+        n => Err(format!("{n} unexpected bytes after the head")),
+    }
+}
+
+/// Reads a head's fields from `cursor`: the meta's place and the data's
+/// length.
+fn head_fields(cursor: &mut Cursor) -> Result<(Range<usize>, u64), String> {
     if cursor.take(4)? != MAGIC {
         return Err("bad magic".into());
     }
@@ -323,13 +357,7 @@ fn parts(bytes: &[u8]) -> Result<(Range<usize>, Range<usize>), String> {
     }
     let meta_len = u32::from_le_bytes(cursor.array()?) as usize;
     let meta = cursor.span(meta_len)?;
-    let data_len =
-        usize::try_from(u64::from_le_bytes(cursor.array()?)).map_err(|_| "data length overflows".to_string())?;
-    let data = cursor.span(data_len)?;
-    if !cursor.bytes.is_empty() {
-        return Err(format!("{} unexpected trailing bytes", cursor.bytes.len()));
-    }
-    Ok((meta, data))
+    Ok((meta, u64::from_le_bytes(cursor.array()?)))
 }
 
 struct Cursor<'a> {
