@@ -137,7 +137,7 @@ fn load_newest(snapshots: &SnapshotStore) -> Result<Option<Loaded>, String> {
         };
         let bytes = stream.data_len();
         let head = bincode::deserialize::<SnapshotHead>(stream.meta()).map_err(|e| format!("snapshot head: {e}"));
-        let state = head.as_ref().map_err(Clone::clone).and_then(|_| State::decode_from(&mut stream));
+        let state = head.as_ref().map_err(Clone::clone).and_then(|_| State::decode_from(&mut stream, bytes));
         // Whatever was decoded counts only if the file was whole; a file
         // that was not explains a failed decode too.
         let unread = match stream.finish() {

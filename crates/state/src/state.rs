@@ -78,6 +78,36 @@ pub struct Applied {
     pub writes: Vec<BodyWrite>,
 }
 
+/// The formats of state a snapshot may hold.
+enum Format {
+    /// [`STATE_FORMAT`].
+    Current,
+    /// Format 5, read through a mirror of its layout (`state_v5`).
+    V5,
+}
+
+impl Format {
+    /// The format `marker` (a state's first bytes) names, or why it is
+    /// refused.
+    fn of(marker: &[u8]) -> Result<Format, String> {
+        if marker == STATE_FORMAT.as_slice() {
+            Ok(Format::Current)
+        } else if marker == crate::state_v5::FORMAT.as_slice() {
+            Ok(Format::V5)
+        } else {
+            Err(format!(
+                "the snapshot's state is not in format {} (written by another Regina version); \
+                 this version cannot read it",
+                String::from_utf8_lossy(STATE_FORMAT)
+            ))
+        }
+    }
+}
+
+fn undecodable(e: impl std::fmt::Display) -> String {
+    format!("undecodable state snapshot: {e}")
+}
+
 impl State {
     pub fn new() -> Self {
         State { next_partition_id: 1, next_queue_id: 1, ..Default::default() }
@@ -254,37 +284,54 @@ impl State {
     /// with a message rather than read: bincode has no field names, so an
     /// older layout would otherwise be misread.
     pub fn decode(bytes: &[u8]) -> Result<State, String> {
-        Self::decode_from(&mut &*bytes)
+        let format = bytes.get(..STATE_FORMAT.len()).unwrap_or(bytes);
+        let body = &bytes[format.len()..];
+        let state = match Format::of(format)? {
+            Format::V5 => return crate::state_v5::decode(body).map(State::indexed),
+            Format::Current => bincode::deserialize::<State>(body),
+        };
+        state.map_err(undecodable)?.checked()
     }
 
-    /// [`State::decode`] of bytes read from `reader` as they are decoded
-    /// (a snapshot file's data, streamed while it is read). Reads exactly
-    /// the state's bytes.
-    pub fn decode_from<R: std::io::Read>(reader: &mut R) -> Result<State, String> {
+    /// [`State::decode`] of the `len` bytes `reader` reads, decoded as they
+    /// are read (a snapshot file's data, streamed). Reads no more than the
+    /// state's bytes. No length inside may claim more than `len` bytes: a
+    /// damaged one is refused before it is allocated (the slice decoder
+    /// checks it against the bytes left; a reader has no end to check).
+    pub fn decode_from<R: std::io::Read>(reader: &mut R, len: u64) -> Result<State, String> {
         let mut format = [0u8; STATE_FORMAT.len()];
-        reader.read_exact(&mut format).map_err(|e| format!("undecodable state snapshot: {e}"))?;
-        let mut state = if format == *crate::state_v5::FORMAT {
-            let mut body = Vec::new();
-            reader.read_to_end(&mut body).map_err(|e| format!("undecodable state snapshot: {e}"))?;
-            crate::state_v5::decode(&body)?
-        } else {
-            if format != *STATE_FORMAT {
-                return Err(format!(
-                    "the snapshot's state is not in format {} (written by another Regina version); \
-                     this version cannot read it",
-                    String::from_utf8_lossy(STATE_FORMAT)
-                ));
+        reader.read_exact(&mut format).map_err(undecodable)?;
+        let body_len = len.saturating_sub(format.len() as u64);
+        match Format::of(&format)? {
+            Format::V5 => {
+                let mut body = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::Read::take(&mut *reader, body_len), &mut body)
+                    .map_err(undecodable)?;
+                crate::state_v5::decode(&body).map(State::indexed)
             }
-            let mut state: State =
-                bincode::deserialize_from(reader).map_err(|e| format!("undecodable state snapshot: {e}"))?;
-            state.rebuild_name_indexes().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
-            // A snapshot read at recovery or sent by a leader is checked
-            // before anything is served from it.
-            state.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
-            state
-        };
-        state.rebuild_txn_indexes();
-        Ok(state)
+            Format::Current => {
+                use bincode::Options;
+                // What `bincode::deserialize` reads, bounded.
+                let options =
+                    bincode::DefaultOptions::new().with_fixint_encoding().allow_trailing_bytes().with_limit(body_len);
+                options.deserialize_from::<_, State>(reader).map_err(undecodable)?.checked()
+            }
+        }
+    }
+
+    /// A state just decoded in the current format, its indexes built and
+    /// its invariants checked: a snapshot read at recovery or sent by a
+    /// leader is checked before anything is served from it.
+    fn checked(mut self) -> Result<State, String> {
+        self.rebuild_name_indexes().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
+        self.check_invariants().map_err(|e| format!("the snapshot's state breaks an invariant: {e}"))?;
+        Ok(self.indexed())
+    }
+
+    /// A decoded state with its transaction-id indexes built.
+    fn indexed(mut self) -> State {
+        self.rebuild_txn_indexes();
+        self
     }
 
     /// Builds the partition-name index of every queue, this state's and its
