@@ -316,10 +316,7 @@ fn parts(bytes: &[u8]) -> Result<(Range<usize>, Range<usize>), String> {
     let body_len = bytes.len().checked_sub(4).ok_or_else(|| format!("only {} bytes long", bytes.len()))?;
     let (body, stored) = bytes.split_at(body_len);
     let stored = u32::from_le_bytes(stored.try_into().map_err(|_| "short checksum")?);
-    let computed = crc32c::crc32c(body);
-    if stored != computed {
-        return Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})"));
-    }
+    check_sum(stored, crc32c::crc32c(body))?;
     let mut cursor = Cursor { bytes: body, at: 0 };
     let (meta, data_len) = head_fields(&mut cursor)?;
     let data_len = usize::try_from(data_len).map_err(|_| "data length overflows".to_string())?;
@@ -328,6 +325,14 @@ fn parts(bytes: &[u8]) -> Result<(Range<usize>, Range<usize>), String> {
         return Err(format!("{} unexpected trailing bytes", cursor.bytes.len()));
     }
     Ok((meta, data))
+}
+
+/// Whether a file's stored checksum is the one computed over its bytes.
+pub(crate) fn check_sum(stored: u32, computed: u32) -> Result<(), String> {
+    match stored == computed {
+        true => Ok(()),
+        false => Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})")),
+    }
 }
 
 /// The bytes of a snapshot file's head before its meta: magic, version

@@ -1,10 +1,14 @@
 //! A snapshot file's data, read as it is decoded.
 //!
 //! A restart decodes the newest snapshot. Read whole first, a 1.15 GB
-//! snapshot took 1.6-2.1 s to read (into as much fresh memory) before its
+//! snapshot took 1.3-2.3 s to read (into as much fresh memory) before its
 //! decoding could start. Streamed, a thread of its own reads the file and
 //! sums its checksum a few pieces ahead of the decoder, so the reading
-//! hides behind the decoding and the data is never held whole in memory.
+//! overlaps the decoding and the data is never held whole in memory: a
+//! 10 M-partition restart peaks 0.6 GB lower. Its time is no better than
+//! before (docs/benchmarks.md, item 28): the decoder reading from a stream
+//! must bound every length by the bytes left (`State::decode_from`), and
+//! that bound is checked on every field.
 //!
 //! The checksum covers the whole file, so it is known only once the last
 //! piece is read: whatever was decoded from a stream counts only after
@@ -15,7 +19,7 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
-use crate::snapshot::{parse_head, FIXED_HEAD_BYTES};
+use crate::snapshot::{check_sum, parse_head, FIXED_HEAD_BYTES};
 
 /// The size of one piece read ahead.
 pub const STREAM_PIECE_BYTES: usize = 8 * 1024 * 1024;
@@ -199,11 +203,7 @@ fn read_ahead(mut file: File, mut crc: u32, mut left: u64, ready: SyncSender<Pie
         }
         let mut stored = [0u8; 4];
         file.read_exact(&mut stored).map_err(|e| format!("its checksum does not read: {e}"))?;
-        let stored = u32::from_le_bytes(stored);
-        match stored == crc {
-            true => Ok(()),
-            false => Err(format!("checksum mismatch (stored {stored:08x}, computed {crc:08x})")),
-        }
+        check_sum(u32::from_le_bytes(stored), crc)
     };
     let result = read();
     let _ = ready.send(Piece::End(result));
