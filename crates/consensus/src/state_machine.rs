@@ -18,7 +18,7 @@ use std::sync::Arc;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError, StoredMembership};
 use parking_lot::{Mutex, RwLock};
-use regina_state::{Outcome, State};
+use regina_state::{BytesLeft, Outcome, State};
 use regina_storage::{BodyStore, SnapshotStore, SnapshotStream};
 use tokio::sync::Notify;
 
@@ -137,7 +137,8 @@ fn load_newest(snapshots: &SnapshotStore) -> Result<Option<Loaded>, String> {
         };
         let bytes = stream.data_len();
         let head = bincode::deserialize::<SnapshotHead>(stream.meta()).map_err(|e| format!("snapshot head: {e}"));
-        let state = head.as_ref().map_err(Clone::clone).and_then(|_| State::decode_from(&mut stream, bytes));
+        let state =
+            head.as_ref().map_err(Clone::clone).and_then(|_| State::decode_from(&mut StreamedData(&mut stream)));
         // Whatever was decoded counts only if the file was whole; a file
         // that was not explains a failed decode too.
         let unread = match stream.finish() {
@@ -156,6 +157,27 @@ fn load_newest(snapshots: &SnapshotStore) -> Result<Option<Loaded>, String> {
         return Ok(Some(Loaded { head, state, bytes }));
     }
     Ok(None)
+}
+
+/// A snapshot stream as the state's decoder reads it: through `Read`, and
+/// knowing the bytes it has left, against which each length is checked.
+struct StreamedData<'s>(&'s mut SnapshotStream);
+
+impl std::io::Read for StreamedData<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(out)
+    }
+
+    #[inline]
+    fn read_exact(&mut self, out: &mut [u8]) -> std::io::Result<()> {
+        self.0.read_exact(out)
+    }
+}
+
+impl BytesLeft for StreamedData<'_> {
+    fn bytes_left(&self) -> u64 {
+        self.0.bytes_left()
+    }
 }
 
 #[derive(Clone)]

@@ -39,6 +39,7 @@ pub mod jobs;
 pub mod kv;
 pub mod kv_apply;
 pub mod lease;
+pub mod length_checked;
 pub mod locks;
 pub mod msg_table;
 pub mod name_index;
@@ -65,5 +66,6 @@ pub mod views;
 
 pub use body::{BodyRecord, BodyWrite, Unreadable};
 pub use command::{Command, Entry};
+pub use length_checked::BytesLeft;
 pub use outcome::Outcome;
 pub use state::State;

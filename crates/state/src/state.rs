@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::body::BodyWrite;
 use crate::command::{Command, Entry};
+use crate::length_checked::{BytesLeft, LengthChecked};
 use crate::options::QueueOptions;
 use crate::outcome::Outcome;
 use crate::queue::Queue;
@@ -293,28 +294,29 @@ impl State {
         state.map_err(undecodable)?.checked()
     }
 
-    /// [`State::decode`] of the `len` bytes `reader` reads, decoded as they
-    /// are read (a snapshot file's data, streamed). Reads no more than the
-    /// state's bytes. No length inside may claim more than `len` bytes: a
-    /// damaged one is refused before it is allocated (the slice decoder
-    /// checks it against the bytes left; a reader has no end to check).
-    pub fn decode_from<R: std::io::Read>(reader: &mut R, len: u64) -> Result<State, String> {
+    /// [`State::decode`] of what `reader` has left (a snapshot file's data,
+    /// streamed), decoded as it is read. No length inside may claim more
+    /// than the bytes left: a damaged one is refused before it is
+    /// allocated ([`crate::length_checked`]). Bytes after the state are
+    /// left unread, for the caller to count.
+    pub fn decode_from<R: BytesLeft>(reader: &mut R) -> Result<State, String> {
         let mut format = [0u8; STATE_FORMAT.len()];
         reader.read_exact(&mut format).map_err(undecodable)?;
-        let body_len = len.saturating_sub(format.len() as u64);
         match Format::of(&format)? {
             Format::V5 => {
                 let mut body = Vec::new();
-                std::io::Read::read_to_end(&mut std::io::Read::take(&mut *reader, body_len), &mut body)
+                let left = reader.bytes_left();
+                std::io::Read::read_to_end(&mut std::io::Read::take(&mut *reader, left), &mut body)
                     .map_err(undecodable)?;
                 crate::state_v5::decode(&body).map(State::indexed)
             }
             Format::Current => {
                 use bincode::Options;
-                // What `bincode::deserialize` reads, bounded.
-                let options =
-                    bincode::DefaultOptions::new().with_fixint_encoding().allow_trailing_bytes().with_limit(body_len);
-                options.deserialize_from::<_, State>(reader).map_err(undecodable)?.checked()
+                // What `bincode::deserialize` reads: no limit counted per
+                // field, the lengths checked by the source instead.
+                let options = bincode::DefaultOptions::new().with_fixint_encoding().allow_trailing_bytes();
+                let mut decoder = bincode::Deserializer::with_bincode_read(LengthChecked::new(reader), options);
+                State::deserialize(&mut decoder).map_err(undecodable)?.checked()
             }
         }
     }

@@ -5,10 +5,11 @@
 //! decoding could start. Streamed, a thread of its own reads the file and
 //! sums its checksum a few pieces ahead of the decoder, so the reading
 //! overlaps the decoding and the data is never held whole in memory: a
-//! 10 M-partition restart peaks 0.6 GB lower. Its time is no better than
-//! before (docs/benchmarks.md, item 28): the decoder reading from a stream
-//! must bound every length by the bytes left (`State::decode_from`), and
-//! that bound is checked on every field.
+//! 10 M-partition restart peaks 0.6 GB lower (docs/benchmarks.md, item
+//! 28). A decoder reading from a stream has no end to check a length
+//! against before it allocates for it, so the stream says how many bytes
+//! it has left ([`SnapshotStream::bytes_left`], known without counting
+//! each read) and `State::decode_from` checks each length against that.
 //!
 //! The checksum covers the whole file, so it is known only once the last
 //! piece is read: whatever was decoded from a stream counts only after
@@ -41,6 +42,8 @@ pub struct SnapshotStream {
     /// The piece being read and how far.
     current: Vec<u8>,
     at: usize,
+    /// Data bytes in the pieces before `current`.
+    passed: u64,
     pieces: Receiver<Piece>,
     /// Pieces read, handed back to be filled again.
     spent: Sender<Vec<u8>>,
@@ -77,7 +80,7 @@ impl SnapshotStream {
             .name("regina-snapshot-read".into())
             .spawn(move || read_ahead(file, crc, data_len, ready, to_refill))
             .map_err(|e| format!("cannot start its reading thread: {e}"))?;
-        Ok(SnapshotStream { meta, data_len, current: Vec::new(), at: 0, pieces, spent, ended: None })
+        Ok(SnapshotStream { meta, data_len, current: Vec::new(), at: 0, passed: 0, pieces, spent, ended: None })
     }
 
     /// The snapshot's meta (read with its head).
@@ -88,6 +91,13 @@ impl SnapshotStream {
     /// How many bytes of data the file holds.
     pub fn data_len(&self) -> u64 {
         self.data_len
+    }
+
+    /// How many bytes of data are left to read: what a decoder checks a
+    /// length it is about to allocate for against, known here without
+    /// counting every read.
+    pub fn bytes_left(&self) -> u64 {
+        self.data_len.saturating_sub(self.passed + self.at as u64)
     }
 
     /// Whether the file was whole: the rest of its data read (what the
@@ -115,6 +125,7 @@ impl SnapshotStream {
             return ended.clone().map(|()| false).map_err(damaged);
         }
         let spent = std::mem::take(&mut self.current);
+        self.passed += spent.len() as u64;
         if spent.capacity() > 0 {
             // The thread may have finished already: the buffer is then freed.
             let _ = self.spent.send(spent);
