@@ -7,13 +7,12 @@
 //! The encoding is unchanged. (The groups' ready sets, once sets read here,
 //! are bits: [`crate::ready_set`].)
 
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-
-use crate::hash::FastMap;
 
 /// The most elements reserved up front; a longer map or set grows from there.
 const RESERVE_MAX: usize = 1 << 24;
@@ -22,24 +21,31 @@ fn reserve(hint: Option<usize>) -> usize {
     hint.unwrap_or(0).min(RESERVE_MAX)
 }
 
-/// A [`FastMap`] sized for its announced length before its first entry,
-/// its entries inserted in the order of the buckets they land in
+/// A [`crate::hash::FastMap`] (or any hash map: the partition-id index's
+/// [`crate::hash::IdMap`]) sized for its announced length before its first
+/// entry, its entries inserted in the order of the buckets they land in
 /// ([`in_bucket_order`]).
-pub fn fast_map<'de, D, K, V>(d: D) -> Result<FastMap<K, V>, D::Error>
+pub fn fast_map<'de, D, K, V, S>(d: D) -> Result<HashMap<K, V, S>, D::Error>
 where
     D: Deserializer<'de>,
     K: Deserialize<'de> + Eq + Hash + Clone,
     V: Deserialize<'de> + Clone,
+    S: BuildHasher + Default + Clone,
 {
-    struct Entries<K, V>(PhantomData<(K, V)>);
-    impl<'de, K: Deserialize<'de> + Eq + Hash + Clone, V: Deserialize<'de> + Clone> Visitor<'de> for Entries<K, V> {
-        type Value = FastMap<K, V>;
+    struct Entries<K, V, S>(PhantomData<(K, V, S)>);
+    impl<'de, K, V, S> Visitor<'de> for Entries<K, V, S>
+    where
+        K: Deserialize<'de> + Eq + Hash + Clone,
+        V: Deserialize<'de> + Clone,
+        S: BuildHasher + Default + Clone,
+    {
+        type Value = HashMap<K, V, S>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a map")
         }
         fn visit_map<M: MapAccess<'de>>(self, mut entries: M) -> Result<Self::Value, M::Error> {
             let reserved = reserve(entries.size_hint());
-            let mut map = FastMap::with_capacity_and_hasher(reserved, Default::default());
+            let mut map = HashMap::with_capacity_and_hasher(reserved, S::default());
             let mut read = Vec::with_capacity(reserved);
             while let Some(entry) = entries.next_entry::<K, V>()? {
                 read.push(entry);

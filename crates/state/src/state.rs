@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 
-use crate::hash::FastMap;
+use crate::hash::{FastMap, IdMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +37,7 @@ pub struct State {
     /// Partition id to (queue id, partition index): every partition of
     /// every queue, and nothing else (the encoding writes it from them).
     #[serde(deserialize_with = "crate::bulk::fast_map")]
-    pub partition_ids: FastMap<u64, (u32, u32)>,
+    pub partition_ids: IdMap<(u32, u32)>,
     pub next_partition_id: u64,
     pub leases: FastMap<String, LeaseEntry>,
     pub lease_expiry: BTreeSet<(u64, String)>,
