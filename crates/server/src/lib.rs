@@ -88,8 +88,23 @@ pub async fn serve_with_raft(
         tracing::warn!("fsync is off: answered writes may be lost if the machine crashes (for measurements only)");
     }
     let nodes = raft_groups::open(data_dir, addr.to_string(), &options).await?;
+    serve_in_small_pages();
     tracing::info!("regina data in {}", data_dir.display());
     serve_nodes(listener, raft_listener, nodes, &options, doors, shutdown).await
+}
+
+/// From here on the heap grows in 4 KiB pages, not 2 MiB transparent huge
+/// pages: the first touch of a huge page zeroes all 2 MiB inside whichever
+/// request touched it, and under load those faults bunched into stalls of
+/// tens of milliseconds (e2e p99 at 50,000 msg/s: 57 -> 17-22 ms,
+/// docs/benchmarks.md, item 22). Not before: recovery, which answers no
+/// request, decodes a snapshot into gigabytes of fresh memory, and in
+/// 4 KiB pages a quarter of that decoding was the kernel's page faults
+/// (item 29). Pages already huge stay so.
+fn serve_in_small_pages() {
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::warn!(error = %e, "transparent huge pages stay on for this process");
+    }
 }
 
 /// Serves the Raft groups `nodes` (as `raft_groups::open` opened them) on

@@ -29,14 +29,6 @@ fn main() {
         }
     };
     init_logs(|k| std::env::var(k).ok());
-    // The heap grows in 4 KiB pages, not 2 MiB transparent huge pages: the
-    // first touch of a huge page zeroes all 2 MiB inside whichever request
-    // touched it, and under load those faults bunched into stalls of tens
-    // of milliseconds (e2e p99 at 50,000 msg/s: 57 -> 17-22 ms,
-    // docs/benchmarks.md, item 22).
-    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
-        tracing::warn!(error = %e, "transparent huge pages stay on for this process");
-    }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let result = runtime.block_on(async move {
         let addr = std::net::SocketAddr::new(config.bind, config.port);

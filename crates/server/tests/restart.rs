@@ -1,7 +1,7 @@
 //! Restarts: a graceful stop (SIGTERM) exits 0 promptly, and messages,
 //! queue options, cursors, dedup memory and leases survive both a graceful
 //! restart and a SIGKILL restart on the same data directory. And the
-//! process a start makes runs without transparent huge pages.
+//! process a start makes serves without transparent huge pages.
 
 // Tests unwrap (a failure names its line) and may run long.
 #![allow(clippy::unwrap_used, clippy::too_many_lines)]
@@ -420,9 +420,10 @@ async fn lease_survives_a_graceful_restart_until_it_expires() {
     lease_survives(Stop::Graceful).await;
 }
 
-/// The broker turns transparent huge pages off for its process at start:
-/// a 2 MiB page zeroed at its first touch, inside a request, stalled
-/// deliveries (docs/benchmarks.md, item 22).
+/// The broker turns transparent huge pages off for its process before it
+/// serves (after recovery, which they speed up): a 2 MiB page zeroed at
+/// its first touch, inside a request, stalled deliveries
+/// (docs/benchmarks.md, items 22 and 29).
 #[test]
 fn the_broker_runs_without_transparent_huge_pages() {
     let ws = Workspace::new();
