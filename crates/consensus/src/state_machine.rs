@@ -125,15 +125,11 @@ struct Loaded {
 /// length wrong) is skipped with a warning and left on disk; a whole one
 /// that does not decode stops the open.
 fn load_newest(snapshots: &SnapshotStore) -> Result<Option<Loaded>, String> {
-    for path in snapshots.newest_first().map_err(|e| e.to_string())? {
-        let skip = |reason: &str| tracing::warn!(file = %path.display(), %reason, "skipping a damaged snapshot");
+    let loaded = snapshots.newest_whole(|path| {
         let started = std::time::Instant::now();
-        let mut stream = match SnapshotStream::open(&path) {
+        let mut stream = match SnapshotStream::open(path) {
             Ok(stream) => stream,
-            Err(reason) => {
-                skip(&reason);
-                continue;
-            }
+            Err(reason) => return Ok(Err(reason)),
         };
         let bytes = stream.data_len();
         let head = bincode::deserialize::<SnapshotHead>(stream.meta()).map_err(|e| format!("snapshot head: {e}"));
@@ -143,20 +139,18 @@ fn load_newest(snapshots: &SnapshotStore) -> Result<Option<Loaded>, String> {
         // that was not explains a failed decode too.
         let unread = match stream.finish() {
             Ok(unread) => unread,
-            Err(reason) => {
-                skip(&reason);
-                continue;
-            }
+            Err(reason) => return Ok(Err(reason)),
         };
-        let (head, state) = (head?, state?);
+        let (head, state) = (head.map_err(std::io::Error::other)?, state.map_err(std::io::Error::other)?);
         if unread > 0 {
-            return Err(format!("the snapshot's state ended {unread} bytes before its data did"));
+            let early = format!("the snapshot's state ended {unread} bytes before its data did");
+            return Err(std::io::Error::other(early));
         }
         // A restart's first long wait: the snapshot read and decoded at once.
         tracing::info!(bytes, load_ms = started.elapsed().as_millis() as u64, "snapshot loaded");
-        return Ok(Some(Loaded { head, state, bytes }));
-    }
-    Ok(None)
+        Ok(Ok(Loaded { head, state, bytes }))
+    });
+    loaded.map_err(|e| e.to_string())
 }
 
 /// A snapshot stream as the state's decoder reads it: through `Read`, and

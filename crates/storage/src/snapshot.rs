@@ -93,24 +93,38 @@ impl SnapshotStore {
 
     /// The newest snapshot that passes its checks, as `(meta, data)`.
     /// Damaged snapshots are skipped with a warning and left on disk for
-    /// inspection.
+    /// inspection ([`SnapshotStore::newest_whole`]).
     pub fn load_latest(&self) -> io::Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.newest_whole(|path| {
+            let bytes = fs::read(path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
+            Ok(decode_owned(bytes))
+        })
+    }
+
+    /// What `read` makes of the newest snapshot file it finds whole. Each
+    /// file, newest first, is handed to `read`: `Ok(Ok(_))` is the answer,
+    /// `Ok(Err(reason))` says the file is damaged (its checksum, head or
+    /// length), and it is then skipped with a warning and left on disk for
+    /// inspection; `Err` stops the walk. The one policy for every reader of
+    /// snapshots: whole in memory ([`SnapshotStore::load_latest`]) or
+    /// streamed ([`SnapshotStream`]).
+    ///
+    /// [`SnapshotStream`]: crate::snapshot_stream::SnapshotStream
+    pub fn newest_whole<T>(
+        &self,
+        mut read: impl FnMut(&Path) -> io::Result<Result<T, String>>,
+    ) -> io::Result<Option<T>> {
         for path in self.newest_first()? {
-            let bytes = fs::read(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
-            match decode_owned(bytes) {
-                Ok(snapshot) => return Ok(Some(snapshot)),
-                Err(reason) => {
-                    tracing::warn!(file = %path.display(), %reason, "skipping a damaged snapshot");
-                }
+            match read(&path)? {
+                Ok(found) => return Ok(Some(found)),
+                Err(reason) => tracing::warn!(file = %path.display(), %reason, "skipping a damaged snapshot"),
             }
         }
         Ok(None)
     }
 
-    /// The snapshot files, newest first: what [`SnapshotStore::load_latest`]
-    /// tries in turn, and what a reader of [`SnapshotStream`]s tries.
-    ///
-    /// [`SnapshotStream`]: crate::snapshot_stream::SnapshotStream
+    /// The snapshot files, newest first: what [`SnapshotStore::newest_whole`]
+    /// tries in turn.
     pub fn newest_first(&self) -> io::Result<Vec<PathBuf>> {
         let mut names = self.names_with(SNAP_SUFFIX)?;
         names.sort_unstable_by(|a, b| b.cmp(a));
