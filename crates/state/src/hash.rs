@@ -20,9 +20,10 @@ pub type IdMap<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefa
 /// together sit together and a run of creations (or an index rebuilt from
 /// a snapshot, in id order) writes the table in sequence instead of one
 /// cache miss per id (a fifth of a 10 M-partition restart's re-applied
-/// log was that one store, docs/benchmarks.md, item 29). The top seven bits, which the
-/// table compares first, are mixed, so neighbours still tell apart.
-/// Clients do not choose these ids, so none can be aimed at one bucket.
+/// log was that one store, docs/benchmarks.md, item 29). The top seven
+/// bits, which the table compares first, are mixed, so neighbours still
+/// tell apart. Clients do not choose these ids, so none can be aimed at
+/// one bucket.
 #[derive(Default, Clone, Copy)]
 pub struct PlaceHasher(u64);
 

@@ -105,14 +105,11 @@ impl SnapshotStream {
     /// number of data bytes the decoder left unread, `Err` with why the
     /// file is damaged. A stream dropped unfinished stops its thread.
     pub fn finish(mut self) -> Result<u64, String> {
-        let mut unread = (self.current.len() - self.at) as u64;
-        self.at = self.current.len();
+        let unread = self.bytes_left();
         loop {
+            self.at = self.current.len();
             match self.next_piece() {
-                Ok(true) => {
-                    unread += self.current.len() as u64;
-                    self.at = self.current.len();
-                }
+                Ok(true) => {}
                 Ok(false) => return Ok(unread),
                 Err(e) => return Err(e.to_string()),
             }
