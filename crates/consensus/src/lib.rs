@@ -19,6 +19,7 @@ pub mod log_index;
 pub mod log_store;
 pub mod meta_file;
 pub mod network;
+pub mod read_ahead;
 pub mod shared_wal;
 pub mod state_machine;
 pub mod types;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
-use regina_storage::{Io, WalOptions};
+use regina_storage::{Io, RecordPos, WalOptions};
 
 use crate::meta_file::Meta;
 use crate::shared_wal::{Group, SharedWal};
@@ -129,17 +129,37 @@ impl LogStore {
                 None => return Ok(None),
             }
         };
+        if let Some(e) = self.this().read_ahead.take(index).filter(|e| e.log_id == id) {
+            return Ok(Some(e));
+        }
         let Some(pos) = pos else {
             return Err(
                 StorageIOError::read_log_at_index(index, &std::io::Error::other("entry not yet written")).into()
             );
         };
-        let bytes = self.shared.wal.read(pos).map_err(|e| StorageIOError::read_log_entry(id, &e))?;
-        match wal_record::decode(&bytes) {
-            Ok((g, Record::Entry(e))) if g == self.group && e.log_id == id => Ok(Some(e)),
-            Ok(_) => Err(StorageIOError::read_log_entry(id, &std::io::Error::other("record is not that entry")).into()),
-            Err(e) => Err(StorageIOError::read_log_entry(id, &e).into()),
-        }
+        read_from_wal(&self.shared, self.group, id, pos).map(|(e, _)| Some(e))
+    }
+
+    /// While the guard lives, the first range read starts a thread that
+    /// decodes the entries after it ahead of the reader
+    /// ([`crate::read_ahead`]). A node holds it across `Raft::new`, which
+    /// re-applies the entries after the snapshot in order.
+    pub fn read_ahead(&self) -> ReadAhead {
+        self.this().read_ahead.arm();
+        ReadAhead(self.clone())
+    }
+
+    /// Starts the armed read-ahead at `from`, up to the last entry the
+    /// index holds. The decoder holds the WAL only weakly: a log dropped
+    /// while it runs stops it.
+    fn start_read_ahead(&self, from: u64) {
+        let end = self.this().index.lock().end();
+        let (shared, group) = (Arc::downgrade(&self.shared), self.group);
+        self.this().read_ahead.start(from, end, move |index| {
+            let shared = shared.upgrade()?;
+            let (id, pos) = shared.group(group).index.lock().get(index)?;
+            read_from_wal(&shared, group, id, pos?).ok()
+        });
     }
 
     fn store_meta(&self, change: impl FnOnce(&mut Meta)) -> Result<(), std::io::Error> {
@@ -150,6 +170,31 @@ impl LogStore {
         group.meta_file.store(&next)?;
         *meta = next;
         Ok(())
+    }
+}
+
+/// Entry `id` from its WAL record at `pos`, with the record's size.
+fn read_from_wal(
+    shared: &SharedWal,
+    group: u16,
+    id: LogId,
+    pos: RecordPos,
+) -> Result<(RaftEntry, usize), StorageError> {
+    let bytes = shared.wal.read(pos).map_err(|e| StorageIOError::read_log_entry(id, &e))?;
+    match wal_record::decode(&bytes) {
+        Ok((g, Record::Entry(e))) if g == group && e.log_id == id => Ok((e, bytes.len())),
+        Ok(_) => Err(StorageIOError::read_log_entry(id, &std::io::Error::other("record is not that entry")).into()),
+        Err(e) => Err(StorageIOError::read_log_entry(id, &e).into()),
+    }
+}
+
+/// Reads ahead while it lives ([`LogStore::read_ahead`]); dropped, the
+/// decoder stops and what it held is freed.
+pub struct ReadAhead(LogStore);
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.0.this().read_ahead.disarm();
     }
 }
 
@@ -174,6 +219,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => end,
         }
         .min(end);
+        self.start_read_ahead(start);
         let mut out = Vec::with_capacity(stop.saturating_sub(start) as usize);
         for i in start..stop {
             match self.read_entry(i)? {

@@ -41,6 +41,8 @@ pub(crate) struct Group {
     /// Entries whose append finished (durable, or failed); its own `Arc`
     /// for the same reason as `index`.
     pub flushed: Arc<Flushed>,
+    /// Entries decoded ahead of a restart's re-apply.
+    pub read_ahead: crate::read_ahead::Slot,
 }
 
 /// Appended entries whose WAL write has returned, and a signal raised each
@@ -131,6 +133,7 @@ impl SharedWal {
                 committed: CommittedFile::open(dir, g as u16),
                 appended: Default::default(),
                 flushed: Default::default(),
+                read_ahead: Default::default(),
             })
             .collect();
         Ok(SharedWal { wal, groups })

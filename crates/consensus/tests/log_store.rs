@@ -410,7 +410,10 @@ async fn start(data: &Path) -> Started {
     let shared = sm.shared();
     let opened_applied = sm.applied_state().await.unwrap().0;
     let config = support::manual_snapshot_config();
+    // As a node starts: the re-apply inside `Raft::new` reads ahead.
+    let reading_ahead = log.read_ahead();
     let raft = Raft::new(NODE, config, NoPeers, log.clone(), sm).await.unwrap();
+    drop(reading_ahead);
     if !raft.is_initialized().await.unwrap() {
         raft.initialize(BTreeMap::from([(NODE, BasicNode::default())])).await.unwrap();
     }
@@ -494,6 +497,55 @@ async fn raft_state_survives_snapshot_purge_and_restart() {
     expected.check_invariants().unwrap();
 
     raft.shutdown().await.unwrap();
+}
+
+/// Entries handed over by the read-ahead are the ones the WAL holds,
+/// whatever order they are asked for in: forward in openraft's chunks (the
+/// re-apply), backward from the end (its search for a membership change),
+/// again, or one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_read_ahead_are_the_entries_in_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let Started { raft, log, shared, .. } = start(data).await;
+    let (_, last_pushed) = push_range(&raft, 1..=300).await;
+    raft.shutdown().await.unwrap();
+    drop((raft, log, shared));
+
+    let mut log = open_log(data, RAFT_SEGMENT_BYTES);
+    let in_wal = log.try_get_log_entries(..).await.unwrap();
+    assert_eq!(in_wal.last().map(|e| e.log_id), Some(last_pushed));
+    drop(log);
+    let as_text = |entries: &[RaftEntry]| entries.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>();
+
+    let mut log = open_log(data, RAFT_SEGMENT_BYTES);
+    let reading_ahead = log.read_ahead();
+    let first = in_wal[0].log_id.index;
+    let end = last_pushed.index + 1;
+    let mut forward = Vec::new();
+    let mut at = first + 10;
+    while at < end - 100 {
+        let chunk = log.try_get_log_entries(at..(at + 64).min(end - 100)).await.unwrap();
+        at += chunk.len() as u64;
+        forward.extend(chunk);
+    }
+    let mut backward = Vec::new();
+    let mut to = end;
+    while to > first {
+        let mut chunk = log.try_get_log_entries(to.saturating_sub(64).max(first)..to).await.unwrap();
+        to -= chunk.len() as u64;
+        chunk.extend(backward);
+        backward = chunk;
+    }
+    let one = log.try_get_log_entries(first + 20..=first + 20).await.unwrap();
+    drop(reading_ahead);
+    let after = log.try_get_log_entries(..).await.unwrap();
+
+    let (start, stop) = ((first + 10 - first) as usize, (end - 100 - first) as usize);
+    assert_eq!(as_text(&forward), as_text(&in_wal[start..stop]));
+    assert_eq!(as_text(&backward), as_text(&in_wal));
+    assert_eq!(as_text(&one), as_text(&in_wal[20..21]));
+    assert_eq!(as_text(&after), as_text(&in_wal));
 }
 
 /// A restart learns how far the log was committed, so openraft applies

@@ -100,7 +100,12 @@ impl Replica {
         let peers =
             regina_consensus::network::peer_client(options.cluster_token.as_deref(), options.tls_ca.as_deref())?;
         let network = HttpNetwork::new(shared.clone(), group, peers.clone(), peer_scheme);
+        // `Raft::new` re-applies the entries after the snapshot: decoded
+        // ahead on another thread while it applies (a restart's longest
+        // step after the snapshot's load).
+        let reading_ahead = log.read_ahead();
         let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
+        drop(reading_ahead);
         let client_addr = http_addr.clone();
         let raft_addr = options.raft_addr.clone().unwrap_or(http_addr);
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
