@@ -149,11 +149,10 @@ impl LogStore {
         ReadAhead(self.clone())
     }
 
-    /// Starts the armed read-ahead at `from`, up to the last entry the
-    /// index holds. The decoder holds the WAL only weakly: a log dropped
-    /// while it runs stops it.
-    fn start_read_ahead(&self, from: u64) {
-        let end = self.this().index.lock().end();
+    /// Starts the armed read-ahead at `from`, up to `end` (one past the
+    /// last entry the index holds). The decoder holds the WAL only weakly:
+    /// a log dropped while it runs stops it.
+    fn start_read_ahead(&self, from: u64, end: u64) {
         let (shared, group) = (Arc::downgrade(&self.shared), self.group);
         self.this().read_ahead.start(from, end, move |index| {
             let shared = shared.upgrade()?;
@@ -219,7 +218,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => end,
         }
         .min(end);
-        self.start_read_ahead(start);
+        self.start_read_ahead(start, end);
         let mut out = Vec::with_capacity(stop.saturating_sub(start) as usize);
         for i in start..stop {
             match self.read_entry(i)? {
