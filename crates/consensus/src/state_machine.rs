@@ -18,7 +18,7 @@ use std::sync::Arc;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError, StoredMembership};
 use parking_lot::{Mutex, RwLock};
-use regina_state::{BytesLeft, Command, Entry, Outcome, State};
+use regina_state::{BytesLeft, Command, Outcome, State};
 use regina_storage::{BodyStore, SnapshotStore, SnapshotStream};
 use tokio::sync::Notify;
 
@@ -248,7 +248,7 @@ impl StateMachineStore {
         let log_id = entry.log_id;
         let mut m = self.shared.machine.write();
         m.last_applied = Some(log_id);
-        let applied = match entry.payload {
+        let (applied, entry) = match entry.payload {
             EntryPayload::Blank => return Ok(Outcome::Done),
             EntryPayload::Membership(mem) => {
                 m.membership = StoredMembership::new(Some(log_id), mem);
@@ -256,14 +256,13 @@ impl StateMachineStore {
             }
             EntryPayload::Normal(entry) => (m.state.apply(&entry), entry),
         };
-        let (applied, entry) = applied;
         // Bodies are written before the lock is released: a snapshot taken
         // under the lock may then rely on every body its state points at
         // having been handed to the file system.
         let writes: Vec<(u64, &[u8])> = applied.writes.iter().map(|w| (w.pos, w.bytes.as_slice())).collect();
         self.shared.bodies.write_many(&writes).map_err(|e| StorageIOError::apply(log_id, &e))?;
         drop(m);
-        free_off_the_apply_path(entry);
+        free_off_the_apply_path(entry.command);
         if !applied.writes.is_empty() {
             retry_bodies_later(&self.shared);
         }
@@ -276,10 +275,11 @@ impl StateMachineStore {
 /// WAL, as a restart re-applies them, is its messages' last holder, and
 /// freeing them was a tenth of the re-apply (and, before this, done under
 /// the state's lock). That is handed to the thread that frees for the
-/// whole process.
-fn free_off_the_apply_path(entry: Entry) {
-    match entry.command {
+/// whole process. A tenant's push is the same push inside its wrapper.
+fn free_off_the_apply_path(command: Command) {
+    match command {
         Command::Push(push) if Arc::strong_count(&push) == 1 => crate::background_drop::drop_in_background(push),
+        Command::ForTenant { command, .. } => free_off_the_apply_path(*command),
         _ => {}
     }
 }
