@@ -79,22 +79,7 @@ impl Replica {
         options: &NodeOptions,
     ) -> Result<Arc<Replica>, String> {
         let shared = sm.shared();
-        let config = RaftConfig {
-            cluster_name: "regina".into(),
-            heartbeat_interval: 100,
-            // Wide enough that a busy 2-core machine does not call
-            // elections while the leader is alive.
-            election_timeout_min: 500,
-            election_timeout_max: 1000,
-            // Snapshots are triggered by `drivers::snapshot_due`, which
-            // spaces them by the size of the last one.
-            snapshot_policy: SnapshotPolicy::Never,
-            max_in_snapshot_log_to_keep: 1_000,
-            // Entries can be batches of up to 8 MiB; bounds one RPC's size.
-            max_payload_entries: 64,
-            ..Default::default()
-        };
-        let config = Arc::new(config.validate().map_err(|e| e.to_string())?);
+        let config = raft_config()?;
         let id = options.node_id;
         let peer_scheme = if options.peer_tls { "https" } else { "http" };
         let peers =
@@ -104,6 +89,9 @@ impl Replica {
         // ahead on another thread while it applies (a restart's longest
         // step after the snapshot's load).
         let reading_ahead = log.read_ahead();
+        // The bodies the re-apply rewrites are written back once the node
+        // is up: their writeback delayed the new leader's first fdatasync.
+        let _writeback_held = WritebackHeld::hold(&shared);
         let raft = Raft::new(id, config, network, log.clone(), sm).await.map_err(|e| e.to_string())?;
         drop(reading_ahead);
         let client_addr = http_addr.clone();
@@ -406,4 +394,42 @@ impl Replica {
 fn empty_state() -> &'static State {
     static EMPTY: std::sync::OnceLock<State> = std::sync::OnceLock::new();
     EMPTY.get_or_init(State::new)
+}
+
+/// Every group's Raft settings.
+fn raft_config() -> Result<Arc<RaftConfig>, String> {
+    let config = RaftConfig {
+        cluster_name: "regina".into(),
+        heartbeat_interval: 100,
+        // Wide enough that a busy 2-core machine does not call
+        // elections while the leader is alive.
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
+        // Snapshots are triggered by `drivers::snapshot_due`, which
+        // spaces them by the size of the last one.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 1_000,
+        // Entries can be batches of up to 8 MiB; bounds one RPC's size.
+        max_payload_entries: 64,
+        ..Default::default()
+    };
+    config.validate().map(Arc::new).map_err(|e| e.to_string())
+}
+
+/// Holds the body store's writeback back while it lives
+/// (`BodyStore::hold_writeback`), and releases it however the opening
+/// ends.
+struct WritebackHeld(Arc<SharedState>);
+
+impl WritebackHeld {
+    fn hold(shared: &Arc<SharedState>) -> WritebackHeld {
+        shared.bodies.hold_writeback();
+        WritebackHeld(shared.clone())
+    }
+}
+
+impl Drop for WritebackHeld {
+    fn drop(&mut self) {
+        self.0.bodies.release_writeback();
+    }
 }

@@ -28,6 +28,12 @@
 //! segment being written starts its writeback every
 //! [`WRITEBACK_STEP_BYTES`] ([`Io::start_writeback`]), so neither that
 //! first advice nor the fsync before a snapshot finds a whole segment dirty.
+//!
+//! Recovery holds both back ([`BodyStore::hold_writeback`]): the bodies
+//! that replay rewrites are written back only once the node is up, in
+//! paced steps ([`HELD_WRITEBACK_PAUSE`]). Kicked as replay wrote them,
+//! their writeback sat in front of the new leader's first fdatasync for
+//! most of a second (docs/benchmarks.md, item 31).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -56,6 +62,12 @@ pub const KEEP_CACHED_BYTES: u64 = 512 * 1024 * 1024;
 /// Small enough that the WAL's fdatasync never waits long behind them;
 /// large enough that the advice costs little (one call per step).
 pub const WRITEBACK_STEP_BYTES: u64 = 4 * 1024 * 1024;
+/// The pause after each [`WRITEBACK_STEP_BYTES`] of the bodies written
+/// while writeback was held ([`BodyStore::release_writeback`]): at most
+/// 200 MiB/s, so the WAL's fdatasyncs find at most a step or two of them
+/// in the disk's queue, and a restart's few hundred megabytes are written
+/// back within seconds of serving.
+pub const HELD_WRITEBACK_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 const SUFFIX: &str = ".body";
 /// A cut segment waiting to be deleted (see [`BodyStore::truncate_from`]).
 const DOOMED_SUFFIX: &str = ".body.deleting";
@@ -114,6 +126,18 @@ struct Handles {
     newest: Option<u64>,
     /// Where the last writeback started by the writes ended (a position).
     written_back_to: Option<u64>,
+    /// What was written while writeback is held, if it is.
+    held: Option<Held>,
+}
+
+/// The writes whose writeback waits for [`BodyStore::release_writeback`].
+#[derive(Default)]
+struct Held {
+    /// Segment -> the offsets written in it, from the first to the end
+    /// of the last.
+    written: std::collections::BTreeMap<u64, std::ops::Range<u64>>,
+    /// The segments the writes moved past, whose advice was not given.
+    finished: Vec<u64>,
 }
 
 impl BodyStore {
@@ -240,7 +264,15 @@ impl BodyStore {
         let (finished, write_back) = {
             let mut handles = self.handles.lock();
             handles.dirty.insert(segment, file.clone());
-            (handles.move_newest_to(segment), handles.write_back_due(segment_start, pos + len))
+            let finished = handles.move_newest_to(segment);
+            if let Some(held) = &mut handles.held {
+                let (from, to) = (pos - segment_start, pos - segment_start + len);
+                let range = held.written.entry(segment).or_insert(from..to);
+                *range = range.start.min(from)..range.end.max(to);
+                held.finished.extend(finished);
+                return Ok(());
+            }
+            (finished, handles.write_back_due(segment_start, pos + len))
         };
         if let Some(range) = write_back {
             self.io.start_writeback(&file, range.start - segment_start, range.end - range.start);
@@ -259,6 +291,71 @@ impl BodyStore {
         let lag = (KEEP_CACHED_BYTES / self.segment_bytes).max(1);
         if let Some(old) = done.checked_sub(lag) {
             self.io.forget_cached(&self.path(old));
+        }
+    }
+
+    /// From now until [`BodyStore::release_writeback`], writes start no
+    /// writeback and give no page cache advice: the kernel's flusher is
+    /// the only one to write them back meanwhile. For recovery, whose
+    /// rewritten bodies need not reach the disk soon (the log covers them)
+    /// and must not stand in front of the log's fdatasyncs.
+    pub fn hold_writeback(&self) {
+        self.handles.lock().held.get_or_insert_default();
+    }
+
+    /// Ends [`BodyStore::hold_writeback`]. What was written meanwhile is
+    /// written back in steps of [`WRITEBACK_STEP_BYTES`], one each
+    /// [`HELD_WRITEBACK_PAUSE`], on a thread of its own; then the segments
+    /// that fell [`KEEP_CACHED_BYTES`] behind the ones finished meanwhile
+    /// leave the page cache, as they would have. Writes from now on step
+    /// their writeback from where the held ones end.
+    pub fn release_writeback(&self) {
+        let held = {
+            let mut handles = self.handles.lock();
+            let Some(held) = handles.held.take() else { return };
+            if let Some((segment, written)) = held.written.last_key_value() {
+                handles.written_back_to = Some(segment * self.segment_bytes + written.end);
+            }
+            held
+        };
+        let mut steps = Vec::new();
+        for (segment, written) in held.written {
+            let mut at = written.start;
+            while at < written.end {
+                let len = WRITEBACK_STEP_BYTES.min(written.end - at);
+                steps.push((self.path(segment), at, len));
+                at += len;
+            }
+        }
+        let lag = (KEEP_CACHED_BYTES / self.segment_bytes).max(1);
+        let forget: Vec<PathBuf> =
+            held.finished.iter().filter_map(|done| done.checked_sub(lag)).map(|old| self.path(old)).collect();
+        if steps.is_empty() && forget.is_empty() {
+            return;
+        }
+        let bytes: u64 = steps.iter().map(|(_, _, len)| len).sum();
+        tracing::info!(
+            bytes,
+            steps = steps.len(),
+            "bodies written while their writeback was held: written back in paced steps"
+        );
+        let io = Arc::clone(&self.io);
+        let write_back = move || {
+            for (path, offset, len) in steps {
+                // A segment cut or released meanwhile needs no writeback.
+                if let Ok(file) = File::open(&path) {
+                    io.start_writeback(&file, offset, len);
+                }
+                std::thread::sleep(HELD_WRITEBACK_PAUSE);
+            }
+            for path in forget {
+                io.forget_cached(&path);
+            }
+        };
+        // Without a thread, the kernel's flusher writes them back on its own
+        // schedule, and the old segments stay cached until evicted.
+        if let Err(e) = std::thread::Builder::new().name("regina-held-wb".into()).spawn(write_back) {
+            tracing::warn!(error = %e, "held body writeback left to the kernel");
         }
     }
 

@@ -315,3 +315,77 @@ fn a_segment_being_written_starts_its_writeback_in_steps() {
         assert_eq!(store.read(pos, body.len() as u64).unwrap(), body);
     }
 }
+
+/// While writeback is held, writes start none and advise no segment. Once
+/// released, everything written meanwhile is written back in steps of at
+/// most `WRITEBACK_STEP_BYTES` that never cross a segment, and the
+/// segments that fell `KEEP_CACHED_BYTES` behind the ones finished
+/// meanwhile leave the page cache. Later writes step on from where the
+/// held ones ended. Every body still reads back.
+#[test]
+fn writeback_held_during_recovery_is_written_back_in_steps_once_released() {
+    use regina_storage::bodies::{KEEP_CACHED_BYTES, WRITEBACK_STEP_BYTES as STEP};
+    let dir = fast_tempdir();
+    let segment = 2 * STEP + STEP / 2;
+    assert!(KEEP_CACHED_BYTES / segment >= 2);
+    let lag = KEEP_CACHED_BYTES / segment;
+    let log = Arc::new(AdviceLog::default());
+    let store = BodyStore::open_with_io(dir.path(), segment, log.clone()).unwrap();
+    let name = |s: u64| format!("{s:020}.body");
+    let piece = (STEP / 2) as usize;
+    let body = |i: u64| vec![(i % 251) as u8; piece];
+
+    // Before the hold: the first step of segment 0 is started as usual.
+    let mut written = Vec::new();
+    let mut at = 0;
+    for i in 0..3 {
+        store.write_at(at, &body(i)).unwrap();
+        written.push((at, body(i)));
+        at += piece as u64;
+    }
+    assert_eq!(std::mem::take(&mut *log.written_back.lock()), [(0, STEP)]);
+
+    // Held: the rest of segment 0, then segments up to `lag + 1`.
+    store.hold_writeback();
+    let held_from = at;
+    let last = lag + 1;
+    for i in 3..20 {
+        store.write_at(at, &body(i)).unwrap();
+        written.push((at, body(i)));
+        at += piece as u64;
+    }
+    store.write_at(last * segment, &body(99)).unwrap();
+    written.push((last * segment, body(99)));
+    let held_to = last * segment + piece as u64;
+    assert!(log.written_back.lock().is_empty(), "a held write starts no writeback");
+    assert!(log.advised.lock().is_empty(), "a held write advises no segment");
+
+    store.release_writeback();
+    // What each segment was written from and to, in steps.
+    let step = |from: u64, to: u64| {
+        let starts = (from..to).step_by(STEP as usize);
+        starts.map(move |at| (at, STEP.min(to - at)))
+    };
+    let mut expected: Vec<(u64, u64)> = step(held_from, segment).collect();
+    for _ in 1..4 {
+        expected.extend(step(0, segment));
+    }
+    expected.extend(step(0, piece as u64));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while log.advised.lock().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the held writeback never finished");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(std::mem::take(&mut *log.written_back.lock()), expected);
+    // The segments finished while held were 0..last; of those, `lag` and
+    // beyond drop the one `lag` behind them.
+    assert_eq!(std::mem::take(&mut *log.advised.lock()), (0..last - lag).map(name).collect::<Vec<_>>());
+
+    // After the release: steps count from where the held writes ended.
+    let next = held_to;
+    store.write_at(next, &vec![7u8; STEP as usize]).unwrap();
+    assert_eq!(std::mem::take(&mut *log.written_back.lock()), [(next % segment, STEP)]);
+    for (pos, body) in written {
+        assert_eq!(store.read(pos, body.len() as u64).unwrap(), body);
+    }
+}
