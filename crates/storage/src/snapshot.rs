@@ -164,8 +164,14 @@ fn check_id(id: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// How much of a snapshot's data is gathered before it is written.
-pub const STREAM_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+/// How much of a snapshot's data is gathered before it is written: one
+/// write, and while it is in the disk's queue every fdatasync of the WAL
+/// waits behind it. With 4 MiB direct writes, a 10 M-partition node's
+/// 1.6 GB snapshot held the WAL to about 70 fdatasyncs a second for the
+/// six seconds it took (pushes fell from 30-50 k to 1-2 k msg/s); in
+/// 256 KiB writes a 4 KiB append's fdatasync took about 2 ms, not 15,
+/// while `dd` wrote 241 MB/s against 287 (docs/benchmarks.md, item 32).
+pub const STREAM_BUFFER_BYTES: usize = 256 * 1024;
 
 /// Writes a snapshot file as its three parts (head, data, checksum). The
 /// data goes straight from its encoder to the file through one fixed
