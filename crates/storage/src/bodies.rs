@@ -59,8 +59,10 @@ const MAX_OPEN_FILES: usize = 64;
 /// segments are dropped from it (see [`crate::page_cache`]).
 pub const KEEP_CACHED_BYTES: u64 = 512 * 1024 * 1024;
 /// How many bytes written into a segment start their writeback together.
-/// Small enough that the WAL's fdatasync never waits long behind them;
-/// large enough that the advice costs little (one call per step).
+/// Small enough that the WAL's fdatasync never waits long behind them (it
+/// waits for the step in the disk's queue: about 15 ms behind 4 MiB, 2 ms
+/// behind 256 KiB, docs/benchmarks.md, item 32); large enough that the
+/// advice costs little (one call per step).
 pub const WRITEBACK_STEP_BYTES: u64 = 256 * 1024;
 /// The pause after each [`WRITEBACK_STEP_BYTES`] of the bodies written
 /// while writeback was held ([`BodyStore::release_writeback`]): at most
@@ -318,35 +320,29 @@ impl BodyStore {
             }
             held
         };
-        let mut steps = Vec::new();
-        for (segment, written) in held.written {
-            let mut at = written.start;
-            while at < written.end {
-                let len = WRITEBACK_STEP_BYTES.min(written.end - at);
-                steps.push((self.path(segment), at, len));
-                at += len;
-            }
-        }
+        let written: Vec<(PathBuf, std::ops::Range<u64>)> =
+            held.written.into_iter().map(|(segment, range)| (self.path(segment), range)).collect();
         let lag = (KEEP_CACHED_BYTES / self.segment_bytes).max(1);
         let forget: Vec<PathBuf> =
             held.finished.iter().filter_map(|done| done.checked_sub(lag)).map(|old| self.path(old)).collect();
-        if steps.is_empty() && forget.is_empty() {
+        if written.is_empty() && forget.is_empty() {
             return;
         }
-        let bytes: u64 = steps.iter().map(|(_, _, len)| len).sum();
+        let bytes: u64 = written.iter().map(|(_, range)| range.end - range.start).sum();
         tracing::info!(
             bytes,
-            steps = steps.len(),
+            segments = written.len(),
             "bodies written while their writeback was held: written back in paced steps"
         );
         let io = Arc::clone(&self.io);
         let write_back = move || {
-            for (path, offset, len) in steps {
+            for (path, range) in written {
                 // A segment cut or released meanwhile needs no writeback.
-                if let Ok(file) = File::open(&path) {
-                    io.start_writeback(&file, offset, len);
+                let Ok(file) = File::open(&path) else { continue };
+                for at in range.clone().step_by(WRITEBACK_STEP_BYTES as usize) {
+                    io.start_writeback(&file, at, WRITEBACK_STEP_BYTES.min(range.end - at));
+                    std::thread::sleep(HELD_WRITEBACK_PAUSE);
                 }
-                std::thread::sleep(HELD_WRITEBACK_PAUSE);
             }
             for path in forget {
                 io.forget_cached(&path);
