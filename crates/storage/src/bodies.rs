@@ -290,10 +290,15 @@ impl BodyStore {
     /// [`KEEP_CACHED_BYTES`] behind it.
     fn leave_page_cache(&self, done: u64) {
         self.io.forget_cached(&self.path(done));
-        let lag = (KEEP_CACHED_BYTES / self.segment_bytes).max(1);
-        if let Some(old) = done.checked_sub(lag) {
+        if let Some(old) = self.fallen_out_of_cache(done) {
             self.io.forget_cached(&self.path(old));
         }
+    }
+
+    /// The segment that falls [`KEEP_CACHED_BYTES`] behind once `done` is
+    /// finished, if there is one.
+    fn fallen_out_of_cache(&self, done: u64) -> Option<u64> {
+        done.checked_sub((KEEP_CACHED_BYTES / self.segment_bytes).max(1))
     }
 
     /// From now until [`BodyStore::release_writeback`], writes start no
@@ -322,9 +327,8 @@ impl BodyStore {
         };
         let written: Vec<(PathBuf, std::ops::Range<u64>)> =
             held.written.into_iter().map(|(segment, range)| (self.path(segment), range)).collect();
-        let lag = (KEEP_CACHED_BYTES / self.segment_bytes).max(1);
         let forget: Vec<PathBuf> =
-            held.finished.iter().filter_map(|done| done.checked_sub(lag)).map(|old| self.path(old)).collect();
+            held.finished.iter().filter_map(|&done| self.fallen_out_of_cache(done)).map(|old| self.path(old)).collect();
         if written.is_empty() && forget.is_empty() {
             return;
         }
