@@ -67,6 +67,12 @@ impl LogStore {
         self.group
     }
 
+    /// Blocks until the files of the WAL segments released so far (by any
+    /// group's purge) are deleted; a purge only queues their deletion.
+    pub fn wait_for_released_deletions(&self) {
+        self.shared.wal.wait_for_released_deletions();
+    }
+
     /// Bytes appended to the shared WAL since it was opened, by all groups.
     pub fn wal_bytes_written(&self) -> u64 {
         self.shared.wal.bytes_written()
@@ -329,7 +335,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         crate::background_drop::drop_in_background(purged);
         // The segments behind this group's purge point may still hold
         // entries another group keeps; the shared WAL decides.
-        self.shared.release_unneeded_segments().map_err(|e| StorageIOError::write_logs(&e))?;
+        self.shared.release_unneeded_segments();
         Ok(())
     }
 }

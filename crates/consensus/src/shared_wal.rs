@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use regina_storage::{Io, RecordPos, Wal, WalError, WalOptions};
+use regina_storage::{Io, RecordPos, Wal, WalOptions};
 use regina_types::limits::RAFT_GROUPS_MAX;
 
 use crate::committed_file::CommittedFile;
@@ -143,10 +143,11 @@ impl SharedWal {
         &self.groups[usize::from(group)]
     }
 
-    /// Deletes the WAL segments that no group needs any more: those wholly
+    /// Releases the WAL segments that no group needs any more: those wholly
     /// before the oldest entry any group keeps. A group that keeps no entry
-    /// imposes nothing. Returns how many segments were deleted.
-    pub fn release_unneeded_segments(&self) -> Result<usize, WalError> {
+    /// imposes nothing. Their files are deleted in the background
+    /// ([`Wal::release_segments_before`]). Returns how many were released.
+    pub fn release_unneeded_segments(&self) -> usize {
         // Read before looking at any group: whatever a group appends after
         // we looked at it lands in this segment or a later one.
         let mut keep_from = RecordPos { segment: self.wal.current_segment(), offset: 0 };
@@ -155,7 +156,7 @@ impl SharedWal {
                 Oldest::Nothing => {}
                 // Not placed yet, so no bound is known; a later purge
                 // releases what this one leaves.
-                Oldest::Unwritten => return Ok(0),
+                Oldest::Unwritten => return 0,
                 Oldest::At(pos) => keep_from = keep_from.min(pos),
             }
         }

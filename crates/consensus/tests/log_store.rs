@@ -181,6 +181,7 @@ async fn purge_survives_reopen_and_releases_old_segments() {
     );
 
     log.purge(fed_log_id(4)).await.unwrap();
+    log.wait_for_released_deletions();
     let segments_after = wal_segments(dir.path());
     assert!(
         !segments_after.contains(&0),
@@ -213,6 +214,7 @@ async fn purge_survives_reopen_and_releases_old_segments() {
     // Purging past the last entry empties the log; the purge point is then
     // also the last log id, and that survives a reopen.
     log.purge(log_id(1, 0, 20)).await.unwrap();
+    log.wait_for_released_deletions();
     let before = view(&mut log).await;
     assert_eq!(
         before.state,
@@ -242,6 +244,39 @@ async fn purge_survives_reopen_and_releases_old_segments() {
     assert_eq!(after.state, before.state);
     assert!(after.entries.is_empty());
     assert_eq!(after.vote, Some(vote));
+}
+
+/// A purge only queues the deletion of the segments it releases. A crash
+/// before the unlink reached the disk leaves such a segment behind: the
+/// next open must skip its purged entries, and a later purge delete it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_segment_a_crash_kept_is_skipped_and_released_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_segment = support::wal_dir(dir.path()).join(format!("{:020}.wal", 0));
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    OurSuite::feed_10_logs_vote_self(&mut log).await.unwrap();
+    let kept_by_the_crash = std::fs::read(&first_segment).unwrap();
+
+    log.purge(fed_log_id(4)).await.unwrap();
+    log.wait_for_released_deletions();
+    assert!(!first_segment.exists(), "the first segment holds only purged entries");
+    let before = view(&mut log).await;
+    drop(log);
+
+    // The unlink undone, as a crash before the directory's sync undoes it.
+    std::fs::write(&first_segment, &kept_by_the_crash).unwrap();
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    assert_eq!(view(&mut log).await, before, "purged entries came back from a released segment");
+    assert!(wal_segments(dir.path()).contains(&0));
+
+    log.purge(fed_log_id(5)).await.unwrap();
+    log.wait_for_released_deletions();
+    assert!(!first_segment.exists(), "the next purge must release the segment again");
+    let after = view(&mut log).await;
+    assert_eq!(indexes(&after.entries), vec![6, 7, 8, 9, 10]);
+    drop(log);
+    let mut log = open_log(dir.path(), TINY_SEGMENT_BYTES);
+    assert_eq!(view(&mut log).await, after);
 }
 
 // ---------------------------------------------------------------------------
@@ -458,6 +493,7 @@ async fn raft_state_survives_snapshot_purge_and_restart() {
         .metrics(|m| m.snapshot == snapshot_id && m.purged == snapshot_id, "snapshot built and log purged")
         .await
         .unwrap();
+    log.wait_for_released_deletions();
     let segments_after = wal_segments(data);
     assert!(
         !segments_after.contains(&0) && segments_after.len() < segments_before.len(),

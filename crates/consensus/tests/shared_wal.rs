@@ -137,6 +137,7 @@ async fn purging_one_group_keeps_the_segments_another_group_still_needs() {
     // Group 0 drops everything it holds, but group 1's oldest entry is in
     // the first segment: nothing may go.
     g0.purge(fed(10)).await.unwrap();
+    g0.wait_for_released_deletions();
     let after = wal_segments(data);
     assert!(written.iter().all(|s| after.contains(s)), "no segment may go yet: {written:?} -> {after:?}");
     drop((g0, g1, g2));
@@ -151,12 +152,14 @@ async fn purging_one_group_keeps_the_segments_another_group_still_needs() {
 
     // Group 1's purge releases what only its purged entries occupied.
     g1.purge(fed(4)).await.unwrap();
+    g1.wait_for_released_deletions();
     let after_g1 = wal_segments(data);
     assert!(!after_g1.contains(&0), "the first segment holds only purged entries: {after_g1:?}");
 
     // Once group 1 keeps nothing either, the oldest kept entry is group 2's
     // first: every segment before it goes, none from it on.
     g1.purge(fed(10)).await.unwrap();
+    g1.wait_for_released_deletions();
     let after_all_but_g2 = wal_segments(data);
     assert!(after_all_but_g2.len() < after_g1.len(), "{after_g1:?} -> {after_all_but_g2:?}");
     drop((g0, g1, g2));
@@ -168,6 +171,7 @@ async fn purging_one_group_keeps_the_segments_another_group_still_needs() {
 
     // No group keeps anything: only the active segment and a spare remain.
     logs[2].purge(fed(10)).await.unwrap();
+    logs[2].wait_for_released_deletions();
     let left = wal_segments(data);
     assert!(left.len() <= 2, "{after_all_but_g2:?} -> {left:?}");
     let before = views(&mut logs).await;

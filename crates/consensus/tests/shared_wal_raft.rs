@@ -122,6 +122,7 @@ async fn three_rafts_on_one_wal_survive_a_snapshot_purge_and_restart() {
     let snapshot = Some(pushed[1]);
     g1.wait(WAIT).metrics(|m| m.snapshot == snapshot && m.purged == snapshot, "group 1 purged").await.unwrap();
     assert_eq!(logs[1].get_log_state().await.unwrap().last_purged_log_id, snapshot);
+    logs[1].wait_for_released_deletions();
     let segments_after = wal_segments(data);
     assert!(segments_before.iter().all(|s| segments_after.contains(s)), "{segments_before:?} -> {segments_after:?}");
 

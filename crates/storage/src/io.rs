@@ -6,9 +6,10 @@
 //! own wrapper) to prove that a failed fsync poisons the log instead of
 //! being retried (one refused for lack of space is retried, see
 //! [`crate::space`]), to count how many fsyncs a workload costs, and, in the
-//! simulation, to drop what no fsync covered at a crash. File creation,
-//! preallocation, renames, cuts and recovery use `std` directly; their
-//! failures surface as ordinary errors.
+//! simulation, to drop what no fsync covered at a crash. The deletion of a
+//! released WAL segment goes through it too, so a test can hold one back.
+//! File creation, preallocation, renames, cuts and recovery use `std`
+//! directly; their failures surface as ordinary errors.
 
 use std::fs::File;
 use std::io;
@@ -55,6 +56,10 @@ pub trait Io: Send + Sync + 'static {
     fn open_direct(&self, path: &Path) -> Option<File> {
         let _ = path;
         None
+    }
+    /// Deletes the file at `path` (a WAL segment every group has released).
+    fn delete_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
     }
 }
 

@@ -7,7 +7,9 @@
 //! * `recovery`: scanning segments at open and cutting a torn tail.
 //! * `writer`: the thread that batches appends and fsyncs them.
 //! * `preparer`: the thread that zero-fills the next segment ahead of time.
+//! * `deleter`: the thread that deletes released segments.
 
+mod deleter;
 mod frame;
 mod open;
 mod preparer;
@@ -136,6 +138,7 @@ pub struct Wal {
     writer: Option<JoinHandle<()>>,
     preparer: Option<JoinHandle<()>>,
     preparer_stop: Arc<AtomicBool>,
+    deleter: deleter::Deleter,
 }
 
 impl Wal {
@@ -214,31 +217,30 @@ impl Wal {
         segment::read_record(&file, pos)
     }
 
-    /// Deletes the segment files that lie entirely before `pos.segment`,
-    /// never the one being written. Returns how many were deleted.
-    pub fn release_segments_before(&self, pos: RecordPos) -> Result<usize, WalError> {
+    /// Releases the segments that lie entirely before `pos.segment`, never
+    /// the one being written: they stop being readable at once, and their
+    /// files are deleted on the log's delete thread (see `deleter`).
+    /// Returns how many were released.
+    pub fn release_segments_before(&self, pos: RecordPos) -> usize {
         let current = self.shared.current_segment.load(Ordering::SeqCst);
         let limit = pos.segment.min(current);
-        let doomed: Vec<u64> = {
+        let doomed: deleter::Doomed = {
             let mut segments = self.shared.segments.write();
-            let doomed: Vec<u64> = segments.range(..limit).map(|(seq, _)| *seq).collect();
-            for seq in &doomed {
-                segments.remove(seq);
-            }
-            doomed
+            let kept = segments.split_off(&limit);
+            std::mem::replace(&mut *segments, kept)
+                .into_iter()
+                .map(|(seq, file)| (self.dir.join(segment::file_name(seq)), file))
+                .collect()
         };
-        for seq in &doomed {
-            let path = self.dir.join(segment::file_name(*seq));
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(WalError::io(format!("deleting {}", path.display()), e)),
-            }
-        }
-        if !doomed.is_empty() {
-            segment::sync_dir(&self.dir).map_err(|e| WalError::io(format!("syncing {}", self.dir.display()), e))?;
-        }
-        Ok(doomed.len())
+        let released = doomed.len();
+        self.deleter.delete(doomed);
+        released
+    }
+
+    /// Blocks until the files of every segment released so far are deleted
+    /// and the deletions made durable.
+    pub fn wait_for_released_deletions(&self) {
+        self.deleter.wait();
     }
 
     /// Why the log refuses appends, if it does.

@@ -5,9 +5,13 @@
 
 mod support;
 
-use std::fs;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
-use regina_storage::{RecordPos, WalError};
+use parking_lot::{Condvar, Mutex};
+use regina_storage::{Io, RealIo, RecordPos, Wal, WalError};
 use support::{fast_tempdir, open, options, payloads, segment_path, wal_files, AdviceLog, Lcg};
 
 const SEGMENT: u64 = 4096;
@@ -40,8 +44,9 @@ fn records_roll_over_many_segments_and_release_old_ones() {
     assert_eq!(payloads(&recovered), records);
 
     let keep_from = positions[400];
-    let released = wal.release_segments_before(keep_from).expect("release");
+    let released = wal.release_segments_before(keep_from);
     assert_eq!(released as u64, keep_from.segment);
+    wal.wait_for_released_deletions();
     for seq in 0..keep_from.segment {
         assert!(!segment_path(dir.path(), seq).exists(), "segment {seq} still there");
     }
@@ -59,6 +64,112 @@ fn records_roll_over_many_segments_and_release_old_ones() {
     assert!(recovered[0].0.segment == keep_from.segment);
 }
 
+/// Deletions held until the test lets them through, as a slow unlink on
+/// a file system mounted with `discard` holds them.
+struct HeldDeletes {
+    inner: RealIo,
+    gate: Mutex<bool>,
+    opened: Condvar,
+    deleted: Mutex<Vec<PathBuf>>,
+}
+
+impl HeldDeletes {
+    fn open_gate(&self) {
+        *self.gate.lock() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Io for HeldDeletes {
+    fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> std::io::Result<()> {
+        self.inner.write_at(file, buf, pos)
+    }
+    fn sync_data(&self, file: &File) -> std::io::Result<()> {
+        self.inner.sync_data(file)
+    }
+    fn delete_file(&self, path: &Path) -> std::io::Result<()> {
+        let mut open = self.gate.lock();
+        while !*open {
+            self.opened.wait(&mut open);
+        }
+        self.deleted.lock().push(path.to_path_buf());
+        self.inner.delete_file(path)
+    }
+}
+
+struct OpenOnDrop<'a>(&'a HeldDeletes);
+
+impl Drop for OpenOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.open_gate();
+    }
+}
+
+#[test]
+fn release_returns_before_the_files_are_deleted_and_they_go_in_the_background() {
+    let dir = fast_tempdir();
+    let io = Arc::new(HeldDeletes {
+        inner: RealIo,
+        gate: Mutex::new(false),
+        opened: Condvar::new(),
+        deleted: Mutex::new(Vec::new()),
+    });
+    let (wal, _) = Wal::open(dir.path(), options(SEGMENT), Arc::clone(&io) as Arc<dyn Io>).expect("open");
+    // Dropped before the log, whose drop waits for the held deletions.
+    let _gate_opens_on_exit = OpenOnDrop(&io);
+    let records = random_records(300, 11);
+    let mut positions = Vec::new();
+    for chunk in records.chunks(5) {
+        positions.extend(wal.append_sync(chunk.to_vec()).expect("append"));
+    }
+    let keep_from = positions[200];
+    assert!(keep_from.segment >= 5, "the records should span several segments: {keep_from:?}");
+
+    // Every unlink is held, yet the release returns, and what it released
+    // is unreadable at once while the files are still there.
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| tx.send(wal.release_segments_before(keep_from)).expect("send"));
+        let released = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| {
+            io.open_gate();
+            panic!("the release waited for a held unlink");
+        });
+        assert_eq!(released as u64, keep_from.segment);
+    });
+    assert!(matches!(wal.read(positions[0]), Err(WalError::NoRecord { .. })));
+    assert_eq!(wal.read(positions[200]).expect("kept"), records[200]);
+    assert!(segment_path(dir.path(), 0).exists(), "deleted although every unlink is held");
+    // Appends go on meanwhile.
+    wal.append_sync(vec![b"meanwhile".to_vec()]).expect("append while deletions are held");
+
+    io.open_gate();
+    wal.wait_for_released_deletions();
+    let deleted = io.deleted.lock().clone();
+    let expected: Vec<PathBuf> = (0..keep_from.segment).map(|seq| segment_path(dir.path(), seq)).collect();
+    assert_eq!(deleted, expected, "each released segment deleted once, oldest first");
+    for path in &expected {
+        assert!(!path.exists(), "{} still there", path.display());
+    }
+    drop(wal);
+    let (_wal, recovered) = open(dir.path(), options(SEGMENT));
+    assert_eq!(recovered.first().map(|(p, _)| p.segment), Some(keep_from.segment));
+    assert_eq!(recovered.last().map(|(_, r)| r.as_slice()), Some(&b"meanwhile"[..]));
+}
+
+#[test]
+fn a_log_closed_with_deletions_queued_finishes_them_first() {
+    let dir = fast_tempdir();
+    let (wal, _) = open(dir.path(), options(SEGMENT));
+    let positions = wal.append_sync(random_records(100, 12)).expect("append");
+    let last = *positions.last().expect("records");
+    assert!(last.segment >= 2);
+    wal.release_segments_before(last);
+    drop(wal);
+    for seq in 0..last.segment {
+        assert!(!segment_path(dir.path(), seq).exists(), "segment {seq} outlived the log that released it");
+    }
+}
+
 #[test]
 fn release_never_deletes_the_segment_being_written() {
     let dir = fast_tempdir();
@@ -68,7 +179,8 @@ fn release_never_deletes_the_segment_being_written() {
     let current = wal.current_segment();
     assert!(current > 0);
     let everything = RecordPos { segment: u64::MAX, offset: 0 };
-    assert_eq!(wal.release_segments_before(everything).expect("release"), current as usize);
+    assert_eq!(wal.release_segments_before(everything), current as usize);
+    wal.wait_for_released_deletions();
     assert!(segment_path(dir.path(), current).exists());
     wal.append_sync(vec![b"after".to_vec()]).expect("append");
     drop(wal);

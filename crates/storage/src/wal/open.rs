@@ -9,6 +9,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::deleter::Deleter;
 use super::preparer::Preparer;
 use super::recovery::FoundSegment;
 use super::writer::{Active, Spare, Writer};
@@ -94,13 +95,14 @@ impl Wal {
         };
         let writer = Writer { shared: Arc::clone(&shared), dir: dir.clone(), active, prepared: rx };
         let spawn_err = |e| WalError::io("starting a wal thread", e);
+        let deleter = Deleter::start(dir.clone(), Arc::clone(&shared.io)).map_err(spawn_err)?;
         // The writer goes first: if spawning it fails, the preparer (which
         // only exits once the writer drops its receiver) never starts.
         let writer = std::thread::Builder::new()
             .name("regina-wal-writer".into())
             .spawn(move || writer.run())
             .map_err(spawn_err)?;
-        let mut wal = Wal { dir, shared, writer: Some(writer), preparer: None, preparer_stop };
+        let mut wal = Wal { dir, shared, writer: Some(writer), preparer: None, preparer_stop, deleter };
         // On failure `wal` drops here and shuts the writer down cleanly.
         let preparer = std::thread::Builder::new()
             .name("regina-wal-prepare".into())
