@@ -1,8 +1,9 @@
 //! Deleting released segments on a thread of the log's own.
 //!
 //! A release runs inside Raft's purge, which the Raft core awaits before
-//! its next command. Unlinking a 64 MiB preallocated segment took 38-212 ms
-//! on a file system mounted with `discard` (docs/benchmarks.md, item 33),
+//! its next command. Unlinking a 64 MiB preallocated segment took 13-212 ms
+//! on a file system mounted with `discard` (docs/benchmarks.md, items 32
+//! and 33),
 //! and a snapshot's purge releases dozens: done in place, pushes stopped for
 //! seconds. The release only takes the segments out of the readable map;
 //! this thread unlinks the files and syncs the directory.
@@ -29,6 +30,8 @@ use crate::io::Io;
 pub(super) type Doomed = Vec<(PathBuf, Arc<File>)>;
 
 pub(super) struct Deleter {
+    dir: PathBuf,
+    io: Arc<dyn Io>,
     queue: Option<mpsc::Sender<Doomed>>,
     outstanding: Arc<Outstanding>,
     thread: Option<JoinHandle<()>>,
@@ -46,7 +49,7 @@ impl Deleter {
         let (tx, rx) = mpsc::channel::<Doomed>();
         let outstanding = Arc::new(Outstanding::default());
         let thread = std::thread::Builder::new().name("regina-wal-delete".into()).spawn({
-            let outstanding = Arc::clone(&outstanding);
+            let (dir, io, outstanding) = (dir.clone(), Arc::clone(&io), Arc::clone(&outstanding));
             move || {
                 for doomed in rx {
                     delete(&dir, &*io, doomed);
@@ -55,7 +58,7 @@ impl Deleter {
                 }
             }
         })?;
-        Ok(Deleter { queue: Some(tx), outstanding, thread: Some(thread) })
+        Ok(Deleter { dir, io, queue: Some(tx), outstanding, thread: Some(thread) })
     }
 
     /// Queues `doomed` for deletion and returns at once.
@@ -63,10 +66,19 @@ impl Deleter {
         if doomed.is_empty() {
             return;
         }
+        let Some(queue) = &self.queue else { return self.delete_in_place(doomed) };
         *self.outstanding.count.lock() += 1;
-        let refused = self.queue.as_ref().map(|q| q.send(doomed));
-        // The thread only ends once the queue is dropped, in `drop`.
-        debug_assert!(matches!(refused, Some(Ok(()))), "the wal delete thread is gone");
+        // The thread only ends early if it panicked: then the caller
+        // deletes them itself, as before there was a thread.
+        if let Err(mpsc::SendError(doomed)) = queue.send(doomed) {
+            *self.outstanding.count.lock() -= 1;
+            tracing::error!("the wal delete thread is gone; deleting released segments in place");
+            self.delete_in_place(doomed);
+        }
+    }
+
+    fn delete_in_place(&self, doomed: Doomed) {
+        delete(&self.dir, &*self.io, doomed);
     }
 
     /// Blocks until every release queued so far is deleted and the
