@@ -34,7 +34,11 @@ use subtle::ConstantTimeEq;
 pub use regina_consensus::network::CLUSTER_TOKEN_HEADER;
 
 use crate::doors::auth::{Auth, Authn};
-use crate::http::forward::FORWARDED_HEADER;
+use crate::http::forward::FORWARDED_NAME;
+
+/// [`CLUSTER_TOKEN_HEADER`] as a header name (dropped from every client
+/// request).
+const CLUSTER_TOKEN_NAME: axum::http::HeaderName = axum::http::HeaderName::from_static(CLUSTER_TOKEN_HEADER);
 
 /// What both doors share: the groups' routers and the node's settings.
 pub struct Edge {
@@ -65,8 +69,8 @@ impl Edge {
         }
         // Only a peer may say a request was forwarded or carry the token on.
         let headers = req.headers_mut();
-        headers.remove(FORWARDED_HEADER);
-        headers.remove(CLUSTER_TOKEN_HEADER);
+        headers.remove(FORWARDED_NAME);
+        headers.remove(CLUSTER_TOKEN_NAME);
         if let Err(refused) = self.authenticate(&mut req) {
             return refused;
         }

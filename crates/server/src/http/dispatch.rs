@@ -31,7 +31,7 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
     let backup_group = path.strip_prefix(BACKUP_PREFIX).map(|rest| rest.split('/').next().unwrap_or(""));
     let tenant = match tenancy && !internal && backup_group.is_none() {
         true => match crate::http::tenant_header::parse(
-            req.headers().get(crate::http::tenant_header::TENANT_HEADER).map(|v| v.as_bytes()),
+            req.headers().get(crate::http::tenant_header::TENANT_NAME).map(|v| v.as_bytes()),
         ) {
             Ok(t) => match req.extensions().get::<crate::doors::auth::Authn>() {
                 // With tokens, the token decides (see `Principal::tenant_for`).
@@ -69,8 +69,8 @@ pub async fn dispatch(routers: Arc<Vec<Router>>, tenancy: bool, placement: &Plac
         let group = placement.group_of(tenant.as_deref());
         // A request another node forwarded names the group it placed it
         // in; nodes placing tenants differently would split a tenant.
-        let placed = req.headers().get(crate::http::forward::GROUP_HEADER).and_then(|v| v.to_str().ok());
-        if req.headers().contains_key(crate::http::forward::FORWARDED_HEADER)
+        let placed = req.headers().get(crate::http::forward::GROUP_NAME).and_then(|v| v.to_str().ok());
+        if req.headers().contains_key(crate::http::forward::FORWARDED_NAME)
             && placed.is_some_and(|p| p != group.to_string())
         {
             let why = format!(

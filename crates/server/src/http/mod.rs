@@ -92,7 +92,7 @@ impl Routes {
 
 /// Every route path the node's router serves, as registered.
 pub fn route_paths() -> Vec<String> {
-    let mut paths = all_routes().paths;
+    let mut paths = all_routes(None).paths;
     paths.sort();
     paths.dedup();
     paths
@@ -103,9 +103,8 @@ pub fn route_paths() -> Vec<String> {
 /// sampler (it ends when the node stops).
 pub fn router(node: Arc<Replica>, auth: bool) -> Router {
     let history = dashboard::history::History::start(node.clone());
-    let router = all_routes()
+    let router = all_routes(Some(history))
         .router
-        .layer(axum::Extension(history))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(forward::ToLeaderLayer::new(node.clone()));
@@ -116,7 +115,9 @@ pub fn router(node: Arc<Replica>, auth: bool) -> Router {
     router.with_state(node)
 }
 
-fn all_routes() -> Routes {
+/// Every route; `history` (the dashboard's sampler) reaches its one route
+/// only, so no other request carries it.
+fn all_routes(history: Option<Arc<dashboard::history::History>>) -> Routes {
     Routes::default()
         .route("/health", get(health::health))
         .route("/api/v1/openapi.json", get(openapi))
@@ -168,7 +169,7 @@ fn all_routes() -> Routes {
         .merge(cluster::routes())
         .merge(backup::routes())
         .merge(raft_membership::routes())
-        .merge(dashboard::routes())
+        .merge(dashboard::routes(history))
         .map(|r| r.layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX)))
         // Raft routes keep their own, larger body limit.
         .merge(raft::routes())

@@ -10,6 +10,8 @@ use regina_types::limits::TENANT_NAME_BYTES_MAX;
 use crate::http::ApiError;
 
 pub const TENANT_HEADER: &str = "x-queen-tenant";
+/// [`TENANT_HEADER`] as a header name (looked up on every request).
+pub const TENANT_NAME: axum::http::HeaderName = axum::http::HeaderName::from_static(TENANT_HEADER);
 
 /// The tenant a request was found to act for, attached to it by the
 /// dispatcher (`http::dispatch`), which reads the header once.

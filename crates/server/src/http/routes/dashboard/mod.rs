@@ -15,11 +15,15 @@ use axum::routing::get;
 use crate::http::codes;
 
 /// The dashboard's routes.
-pub fn routes() -> crate::http::Routes {
+pub fn routes(history: Option<std::sync::Arc<history::History>>) -> crate::http::Routes {
+    let history_route = match history {
+        Some(h) => get(history::history).layer(axum::Extension(h)),
+        None => get(history::history),
+    };
     crate::http::Routes::default()
         .route("/", get(index))
         .route("/dashboard/{*file}", get(asset))
-        .route("/api/v1/dashboard/history", get(history::history))
+        .route("/api/v1/dashboard/history", history_route)
         .route("/api/v1/resources/kv/namespaces", get(listings::kv_namespaces))
         .route("/api/v1/resources/kv/list", get(listings::kv_list))
         .route("/api/v1/resources/locks", get(listings::locks))
