@@ -64,16 +64,25 @@ pub async fn push(State(node): State<Arc<Replica>>, body: Result<Bytes, BytesRej
 pub(crate) fn json_items(bytes: &[u8]) -> ApiResult<Vec<PushItem>> {
     if let Some(plain) = plain_push::items(bytes) {
         check_count(plain.len())?;
-        return plain.iter().enumerate().map(|(i, it)| plain_item(i, it)).collect();
+        return all_checked(plain.iter().enumerate().map(|(i, it)| plain_item(i, it)));
     }
     let parsed: PushBody = json_body(bytes, false)?;
     check_count(parsed.items.len())?;
-    parsed
-        .items
-        .iter()
-        .enumerate()
-        .map(|(i, it)| to_item(i, it).map(|item| PushItem { trace_id: None, ..item }))
-        .collect()
+    all_checked(
+        parsed.items.iter().enumerate().map(|(i, it)| to_item(i, it).map(|item| PushItem { trace_id: None, ..item })),
+    )
+}
+
+/// Every item, or the first one's error, in a vector sized once.
+/// (`collect` into `Result<Vec<_>>` loses the iterator's length: a batch of
+/// 100 items grew its vector five times, copying the items again each
+/// time; ~150 instructions per pushed message in callgrind.)
+pub(crate) fn all_checked<T>(items: impl ExactSizeIterator<Item = ApiResult<T>>) -> ApiResult<Vec<T>> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        out.push(item?);
+    }
+    Ok(out)
 }
 
 /// An item the plain reader read (`crate::http::plain_push`).
@@ -126,7 +135,7 @@ pub(crate) fn item_agrees(f: &ItemBody, p: &PlainItem) -> bool {
 async fn push_binary(node: Arc<Replica>, bytes: &[u8]) -> ApiResult<Response> {
     let (flags, parsed) = binary::parse_push(bytes).map_err(ApiError::bad_body)?;
     check_count(parsed.len())?;
-    let items = parsed.into_iter().enumerate().map(|(i, b)| from_binary(i, b)).collect::<ApiResult<Vec<_>>>()?;
+    let items = all_checked(parsed.into_iter().enumerate().map(|(i, b)| from_binary(i, b)))?;
     let labels = Labels::of(&items);
     let results = store(&node, items).await?;
     if flags & binary::FLAG_COUNTS != 0 {

@@ -25,7 +25,7 @@ use crate::http::routes::ack::{judge, Judged};
 use crate::http::routes::binary;
 use crate::http::routes::kv::input::{parse_riders, Scope};
 use crate::http::routes::kv::{no_lifetime, result_json, value_of};
-use crate::http::routes::push::{from_binary, to_item, traced_plain_item};
+use crate::http::routes::push::{all_checked, from_binary, to_item, traced_plain_item};
 use regina_node::Replica;
 
 mod body;
@@ -39,7 +39,7 @@ pub async fn transaction(State(node): State<Arc<Replica>>, body: Result<Bytes, B
     // pre-framed groups. Its pushes come after the head's operations.
     let (head, binary_pushes) = if bytes.starts_with(binary::TXN_MAGIC) {
         let (head, items) = binary::parse_transaction(&bytes).map_err(ApiError::bad_body)?;
-        let items = items.into_iter().enumerate().map(|(i, b)| from_binary(i, b)).collect::<ApiResult<Vec<_>>>()?;
+        let items = all_checked(items.into_iter().enumerate().map(|(i, b)| from_binary(i, b)))?;
         (head, items)
     } else {
         (&bytes[..], Vec::new())
