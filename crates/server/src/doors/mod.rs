@@ -129,11 +129,8 @@ fn caller(req: &Request) -> Option<String> {
         }),
         Some(_) => None,
         None => {
-            let tenant = req
-                .headers()
-                .get(crate::http::tenant_header::TENANT_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
+            let tenant =
+                req.headers().get(crate::http::tenant_header::TENANT_NAME).and_then(|v| v.to_str().ok()).unwrap_or("");
             Some(format!("tenant:{tenant}"))
         }
     }

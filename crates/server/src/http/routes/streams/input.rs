@@ -18,7 +18,7 @@ use regina_types::{validate_name, NameKind, QUEUE_MODE_GROUP};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::json_body;
-use crate::http::routes::push::{to_item, ItemBody};
+use crate::http::routes::push::{all_checked, to_item, ItemBody};
 
 /// A partition id: the decimal string the pop answers carry, or a number.
 #[derive(Deserialize)]
@@ -217,12 +217,9 @@ pub fn claim(bytes: &[u8], lease_id: String) -> ApiResult<ClaimCmd> {
             b.partition_ids.len()
         )));
     }
-    let partition_ids = b
-        .partition_ids
-        .into_iter()
-        .enumerate()
-        .map(|(i, id)| partition_id(&format!("partition_ids[{i}]"), Some(id)))
-        .collect::<ApiResult<Vec<_>>>()?;
+    let partition_ids = all_checked(
+        b.partition_ids.into_iter().enumerate().map(|(i, id)| partition_id(&format!("partition_ids[{i}]"), Some(id))),
+    )?;
     let seconds = match b.lease_seconds {
         None => STREAM_CLAIM_LEASE_SECONDS_DEFAULT,
         Some(s) if (1..=STREAM_CLAIM_LEASE_SECONDS_MAX as i64).contains(&s) => s as u64,
@@ -313,17 +310,12 @@ pub fn cycle(bytes: &[u8]) -> ApiResult<CycleCmd> {
             "{ops} state_ops and push_items in one cycle; the limit is {STREAM_CYCLE_OPS_MAX} (STREAM_CYCLE_OPS_MAX)"
         )));
     }
-    let state_ops = b.state_ops.iter().enumerate().map(|(i, op)| state_op(i, op)).collect::<ApiResult<Vec<_>>>()?;
-    let pushes = b
-        .push_items
-        .iter()
-        .enumerate()
-        .map(|(i, it)| {
-            to_item(i, it)
-                .map(|item| PushItem { trace_id: None, ..item })
-                .map_err(|e| ApiError { message: format!("push_items: {}", e.message), ..e })
-        })
-        .collect::<ApiResult<Vec<_>>>()?;
+    let state_ops = all_checked(b.state_ops.iter().enumerate().map(|(i, op)| state_op(i, op)))?;
+    let pushes = all_checked(b.push_items.iter().enumerate().map(|(i, it)| {
+        to_item(i, it)
+            .map(|item| PushItem { trace_id: None, ..item })
+            .map_err(|e| ApiError { message: format!("push_items: {}", e.message), ..e })
+    }))?;
     let ack = b.ack.map(ack).transpose()?;
     Ok(CycleCmd {
         query_id,
