@@ -3,6 +3,8 @@
 //! not there are peers.
 //!
 //! - [`types`]: the openraft type configuration.
+//! - [`answers`]: outcomes handed from the apply straight to the requests
+//!   that wait on the node that proposed them.
 //! - [`log_store`]: openraft's log storage over Regina's group-committed
 //!   WAL; `append` answers openraft only after the covering fdatasync.
 //! - [`state_machine`]: openraft's state machine over the pure
@@ -12,6 +14,7 @@
 //!
 //! Nothing here knows what a queue is; it moves opaque entries.
 
+pub mod answers;
 pub mod background_drop;
 pub mod backup;
 pub mod committed_file;

@@ -22,6 +22,7 @@ use regina_state::{BytesLeft, Command, Outcome, State};
 use regina_storage::{BodyStore, SnapshotStore, SnapshotStream};
 use tokio::sync::Notify;
 
+use crate::answers::Ticket;
 use crate::backup::SnapshotHead;
 use crate::types::{LogId, NodeId, RaftEntry, StorageError, TypeConfig};
 
@@ -42,6 +43,9 @@ pub struct SharedState {
     pub applied: Notify,
     snapshots: SnapshotStore,
     snapshot_seq: AtomicU64,
+    /// Who answers the requests waiting for entries this node proposed,
+    /// once set by its proposer (`crate::answers`).
+    answers: std::sync::OnceLock<Arc<dyn crate::answers::Deliver>>,
     /// Where body segments of a snapshot being received are staged, one
     /// directory per snapshot id.
     incoming: PathBuf,
@@ -58,6 +62,24 @@ pub struct SharedState {
 }
 
 impl SharedState {
+    /// Makes `to` answer the requests registered under the tickets of
+    /// entries this node proposes, as soon as each is applied. One
+    /// deliverer per state machine: false if one was set already.
+    pub fn answer_applied_through(&self, to: Arc<dyn crate::answers::Deliver>) -> bool {
+        self.answers.set(to).is_ok()
+    }
+
+    /// Hands the outcome of the entry applied at `log_id` to the requests
+    /// waiting under its ticket on this node. Gives it back, for openraft
+    /// to carry, where none wait here (no ticket, no deliverer, or the
+    /// waiters were answered already).
+    pub fn deliver(&self, ticket: Ticket, log_id: LogId, outcome: Outcome) -> Option<Outcome> {
+        match (ticket.0, self.answers.get()) {
+            (Some(ticket), Some(to)) => to.deliver(ticket, log_id, outcome),
+            _ => Some(outcome),
+        }
+    }
+
     /// The encoded size of the latest snapshot, 0 before any.
     pub fn snapshot_bytes(&self) -> u64 {
         self.snapshot_bytes.load(Ordering::Relaxed)
@@ -234,6 +256,7 @@ impl StateMachineStore {
             snapshot_seq: AtomicU64::new(0),
             incoming,
             retrying_bodies: AtomicBool::new(false),
+            answers: std::sync::OnceLock::new(),
             snapshot_bytes: AtomicU64::new(snapshot_bytes),
             opened_from: Mutex::new(opened_from),
         };
@@ -254,7 +277,7 @@ impl StateMachineStore {
                 m.membership = StoredMembership::new(Some(log_id), mem);
                 return Ok(Outcome::Done);
             }
-            EntryPayload::Normal(entry) => (m.state.apply(&entry), entry),
+            EntryPayload::Normal(proposed) => (m.state.apply(&proposed.entry), proposed.entry),
         };
         // Bodies are written before the lock is released: a snapshot taken
         // under the lock may then rely on every body its state points at
@@ -463,7 +486,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     {
         let mut out = Vec::new();
         for e in entries {
-            out.push(self.apply_one(e)?);
+            let log_id = e.log_id;
+            let ticket = match &e.payload {
+                EntryPayload::Normal(proposed) => proposed.ticket,
+                _ => Ticket::default(),
+            };
+            let outcome = self.apply_one(e)?;
+            // Answered here, openraft carries only a placeholder back.
+            out.push(self.shared.deliver(ticket, log_id, outcome).unwrap_or(Outcome::Done));
         }
         self.shared.applied.notify_waiters();
         Ok(out)

@@ -1,5 +1,6 @@
 //! The openraft type configuration: Regina's log entry is
-//! `regina_state::Entry`, the answer is `regina_state::Outcome`.
+//! `regina_state::Entry` (carried as `answers::Proposed`, which encodes
+//! as the bare entry), the answer is `regina_state::Outcome`.
 
 use std::io::Cursor;
 
@@ -7,7 +8,7 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     pub TypeConfig:
-        D = regina_state::Entry,
+        D = crate::answers::Proposed,
         R = regina_state::Outcome,
         NodeId = NodeId,
         Node = openraft::BasicNode,

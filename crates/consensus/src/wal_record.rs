@@ -151,7 +151,7 @@ mod tests {
         use regina_state::{Command, Entry};
         let with_command = RaftEntry {
             log_id: LogId::new(CommittedLeaderId::new(7, 2), 41),
-            payload: EntryPayload::Normal(Entry { now_ms: 5, command: Command::Noop }),
+            payload: EntryPayload::Normal(Entry { now_ms: 5, command: Command::Noop }.into()),
         };
         for group in [0, 1, 63, u16::MAX] {
             for e in [entry(4), with_command.clone()] {

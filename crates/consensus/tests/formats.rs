@@ -161,7 +161,7 @@ fn a_log_entry_of_every_command() {
 
 fn raft_entry() -> RaftEntry {
     let entry = Entry { now_ms: 1_700_000_000_123, command: Command::push(vec![item("t1")]) };
-    RaftEntry { log_id: LogId::new(CommittedLeaderId::new(3, 1), 42), payload: EntryPayload::Normal(entry) }
+    RaftEntry { log_id: LogId::new(CommittedLeaderId::new(3, 1), 42), payload: EntryPayload::Normal(entry.into()) }
 }
 
 #[test]

@@ -301,7 +301,7 @@ fn push_entry(n: u64) -> Entry {
 }
 
 fn normal(index: u64, entry: Entry) -> RaftEntry {
-    RaftEntry { log_id: log_id(1, NODE, index), payload: EntryPayload::Normal(entry) }
+    RaftEntry { log_id: log_id(1, NODE, index), payload: EntryPayload::Normal(entry.into()) }
 }
 
 fn membership(index: u64) -> RaftEntry {
@@ -458,7 +458,7 @@ async fn start(data: &Path) -> Started {
 
 /// Writes one entry; answers once it is durable and applied.
 async fn write(raft: &Raft, entry: Entry) -> (LogId, Outcome) {
-    let resp = raft.client_write(entry).await.unwrap();
+    let resp = raft.client_write(entry.into()).await.unwrap();
     (resp.log_id, resp.data)
 }
 

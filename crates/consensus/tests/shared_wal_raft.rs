@@ -87,7 +87,7 @@ async fn push_all(groups: &[Group], ns: std::ops::RangeInclusive<u64>) -> Vec<Lo
         tasks.spawn(async move {
             let mut last = None;
             for n in ns {
-                last = Some(raft.client_write(push(g as u16, n)).await.unwrap().log_id);
+                last = Some(raft.client_write(push(g as u16, n).into()).await.unwrap().log_id);
             }
             (g, last.expect("a non-empty range"))
         });

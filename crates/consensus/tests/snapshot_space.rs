@@ -73,7 +73,7 @@ async fn building_a_snapshot_on_a_full_disk_waits_for_space() {
             let mut item = leader_state_item(n);
             item.partition = format!("o-{}", n % 2);
             let entry = Entry { now_ms: 1_700_000_000_000 + n, command: Command::push(vec![item]) };
-            RaftEntry { log_id: log_id(1, 1, n), payload: EntryPayload::Normal(entry) }
+            RaftEntry { log_id: log_id(1, 1, n), payload: EntryPayload::Normal(entry.into()) }
         })
         .collect();
     sm.apply(entries).await.unwrap();

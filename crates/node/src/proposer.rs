@@ -7,12 +7,16 @@
 //! meanwhile into the next one (`Command::Batch`): one append, one fsync,
 //! many answers. An idle node proposes a lone request at once, unbatched.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use openraft::error::{ClientWriteError, RaftError};
+use parking_lot::Mutex;
+use regina_consensus::answers::{Deliver, Proposed, Ticket};
 use regina_consensus::types::LogId;
-use regina_consensus::{LogStore, Raft};
+use regina_consensus::{LogStore, Raft, SharedState};
 use regina_state::{Command, Entry, Outcome};
 
 use crate::clock::LeaderClock;
@@ -99,13 +103,25 @@ pub struct Hold {
 impl Proposer {
     /// Starts the batching task; it ends when the proposer is dropped. At
     /// most `max_queued` requests wait for it (`--max-queued-proposals`).
-    pub fn start(raft: Raft, log: LogStore, clock: Arc<LeaderClock>, max_queued: usize) -> Proposer {
+    /// `machine` (the group's state machine) answers the requests as it
+    /// applies their entries, unless another proposer took that role.
+    pub fn start(
+        raft: Raft,
+        log: LogStore,
+        machine: &SharedState,
+        clock: Arc<LeaderClock>,
+        max_queued: usize,
+    ) -> Proposer {
+        let waiting = Arc::new(Waiting::default());
+        let delivers = machine.answer_applied_through(waiting.clone());
+        waiting.active.store(delivers, Ordering::Release);
+        let writer = LogWriter { raft, log, waiting };
         let (tx, rx) = mpsc::unbounded_channel();
         let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let load = Arc::new(Written::default());
         let queue =
             Arc::new(Queue { requests: AtomicUsize::new(0), bytes: AtomicUsize::new(0), max_requests: max_queued });
-        tokio::spawn(batch_loop(rx, raft, log, clock, slots.clone(), load.clone(), queue.clone()));
+        tokio::spawn(batch_loop(rx, writer, clock, slots.clone(), load.clone(), queue.clone()));
         Proposer { tx, slots, queue, load }
     }
 
@@ -152,8 +168,7 @@ impl Proposer {
 
 async fn batch_loop(
     mut rx: mpsc::UnboundedReceiver<Proposal>,
-    raft: Raft,
-    log: LogStore,
+    writer: LogWriter,
     clock: Arc<LeaderClock>,
     slots: Arc<Semaphore>,
     load: Arc<Written>,
@@ -174,12 +189,12 @@ async fn batch_loop(
         }
         queue.requests.fetch_sub(batch.len(), Ordering::AcqRel);
         queue.bytes.fetch_sub(bytes, Ordering::AcqRel);
-        let (raft, task_log, now_ms) = (raft.clone(), log.clone(), clock.stamp());
+        let (task_writer, now_ms) = (writer.clone(), clock.stamp());
         load.commands.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let appended_before = log.appended().0;
+        let appended_before = writer.log.appended().0;
         let (answered, finished) = oneshot::channel::<()>();
         tokio::spawn(async move {
-            answer(batch, &raft, &task_log, now_ms).await;
+            task_writer.answer(batch, now_ms).await;
             drop(slot);
             drop(answered);
         });
@@ -190,45 +205,115 @@ async fn batch_loop(
         // both. Measured on a disk whose fsync took ~2 ms: push batch 1
         // 4,000 -> 13,400 msg/s (docs/benchmarks.md).
         tokio::select! {
-            () = log.flushed_past(appended_before) => {}
+            () = writer.log.flushed_past(appended_before) => {}
             _ = finished => {}
         }
     }
 }
 
-/// Writes one entry for the batch and hands every request its outcome.
-async fn answer(mut batch: Vec<Proposal>, raft: &Raft, log: &LogStore, now_ms: u64) {
-    if batch.len() == 1 {
-        let p = batch.pop().expect("one proposal");
-        let _ = p.done.send(write(raft, log, Entry { now_ms, command: p.command }).await);
-        return;
+/// Where the proposer's entries go, and who waits for them.
+#[derive(Clone)]
+struct LogWriter {
+    raft: Raft,
+    log: LogStore,
+    waiting: Arc<Waiting>,
+}
+
+impl LogWriter {
+    /// Writes one entry for the batch and hands every request its outcome:
+    /// from the apply itself when this node's state machine answers its
+    /// tickets (`waiting`), else from openraft's answer.
+    async fn answer(&self, batch: Vec<Proposal>, now_ms: u64) {
+        let waiting = &self.waiting;
+        let (command, waiters) = if batch.len() == 1 {
+            let p = batch.into_iter().next().expect("one proposal");
+            (p.command, Waiters::One(p.done))
+        } else {
+            let (commands, dones): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.done)).unzip();
+            (Command::Batch(commands), Waiters::Batch(dones))
+        };
+        let ticket = waiting.register(waiters);
+        let entry = Proposed { entry: Entry { now_ms, command }, ticket: Ticket(ticket) };
+        let written = self.write(entry).await;
+        // Not taken by the apply (a failure, or the entry was read back from
+        // the WAL without its ticket): answered from here.
+        if let Some(waiters) = ticket.and_then(|t| waiting.take(t)) {
+            waiters.answer(written);
+        }
     }
-    let (commands, dones): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.done)).unzip();
-    match write(raft, log, Entry { now_ms, command: Command::Batch(commands) }).await {
-        Ok((log_id, Outcome::Batch(outcomes))) => {
-            assert_eq!(outcomes.len(), dones.len(), "a batch answers once per command");
-            for (done, outcome) in dones.into_iter().zip(outcomes) {
-                let _ = done.send(Ok((log_id, outcome)));
-            }
+
+    async fn write(&self, entry: Proposed) -> Result<Logged, ProposeError> {
+        match self.raft.client_write(entry).await {
+            Ok(resp) => Ok((resp.log_id, resp.data)),
+            // Either refused before it was appended, or appended and then cut
+            // from this node's log by a new leader's: never committed.
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
+            Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
+            Err(RaftError::Fatal(f)) => match self.log.poisoned() {
+                Some(why) => Err(ProposeError::Storage(why)),
+                None => Err(ProposeError::Unknown(f.to_string())),
+            },
         }
-        Ok((_, other)) => {
-            let e = ProposeError::Unknown(format!("a batch was answered with {other:?}"));
-            dones.into_iter().for_each(|d| drop(d.send(Err(e.clone()))));
-        }
-        Err(e) => dones.into_iter().for_each(|d| drop(d.send(Err(e.clone())))),
     }
 }
 
-async fn write(raft: &Raft, log: &LogStore, entry: Entry) -> Result<Logged, ProposeError> {
-    match raft.client_write(entry).await {
-        Ok(resp) => Ok((resp.log_id, resp.data)),
-        // Either refused before it was appended, or appended and then cut
-        // from this node's log by a new leader's: never committed.
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NoLeader),
-        Err(RaftError::APIError(e)) => Err(ProposeError::Unknown(e.to_string())),
-        Err(RaftError::Fatal(f)) => match log.poisoned() {
-            Some(why) => Err(ProposeError::Storage(why)),
-            None => Err(ProposeError::Unknown(f.to_string())),
-        },
+/// The requests of one entry, waiting for its outcome.
+enum Waiters {
+    One(oneshot::Sender<Result<Logged, ProposeError>>),
+    /// A `Command::Batch`'s requests, in its order.
+    Batch(Vec<oneshot::Sender<Result<Logged, ProposeError>>>),
+}
+
+impl Waiters {
+    fn answer(self, written: Result<Logged, ProposeError>) {
+        match (self, written) {
+            (Waiters::One(done), written) => drop(done.send(written)),
+            (Waiters::Batch(dones), Ok((log_id, Outcome::Batch(outcomes)))) => {
+                assert_eq!(outcomes.len(), dones.len(), "a batch answers once per command");
+                for (done, outcome) in dones.into_iter().zip(outcomes) {
+                    let _ = done.send(Ok((log_id, outcome)));
+                }
+            }
+            (Waiters::Batch(dones), Ok((_, other))) => {
+                let e = ProposeError::Unknown(format!("a batch was answered with {other:?}"));
+                dones.into_iter().for_each(|d| drop(d.send(Err(e.clone()))));
+            }
+            (Waiters::Batch(dones), Err(e)) => dones.into_iter().for_each(|d| drop(d.send(Err(e.clone())))),
+        }
+    }
+}
+
+/// The entries this node proposed whose requests still wait, by ticket
+/// (`regina_consensus::answers`). Whoever takes an entry's waiters answers
+/// them: the state machine once it applied the entry, or the proposal's
+/// task once openraft answered.
+#[derive(Default)]
+pub(crate) struct Waiting {
+    /// Tickets are handed out only when the state machine answers them.
+    active: AtomicBool,
+    waiters: Mutex<HashMap<NonZeroU64, Waiters>>,
+}
+
+impl Waiting {
+    /// `None` (nothing registered) unless the state machine delivers.
+    fn register(&self, waiters: Waiters) -> Option<NonZeroU64> {
+        if !self.active.load(Ordering::Acquire) {
+            return None;
+        }
+        let ticket = Ticket::fresh();
+        self.waiters.lock().insert(ticket, waiters);
+        Some(ticket)
+    }
+
+    fn take(&self, ticket: NonZeroU64) -> Option<Waiters> {
+        self.waiters.lock().remove(&ticket)
+    }
+}
+
+impl Deliver for Waiting {
+    fn deliver(&self, ticket: NonZeroU64, log_id: LogId, outcome: Outcome) -> Option<Outcome> {
+        let Some(waiters) = self.take(ticket) else { return Some(outcome) };
+        waiters.answer(Ok((log_id, outcome)));
+        None
     }
 }

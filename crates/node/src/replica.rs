@@ -114,7 +114,7 @@ impl Replica {
         let ephemeral = Arc::new(crate::ephemeral::Store::with_clock(options.clock.clone()));
         let tenant_ephemeral = Default::default();
         let clock = Arc::new(LeaderClock::new(options.clock.clone()));
-        let proposer = Proposer::start(raft.clone(), log.clone(), clock.clone(), options.max_queued_proposals);
+        let proposer = Proposer::start(raft.clone(), log.clone(), &shared, clock.clone(), options.max_queued_proposals);
         let forwarder = peers;
         let node = Arc::new(Replica {
             id,

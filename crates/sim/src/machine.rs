@@ -15,6 +15,7 @@ use std::sync::Arc;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
 use parking_lot::Mutex;
+use regina_consensus::answers::Ticket;
 use regina_consensus::state_machine::Membership;
 use regina_consensus::types::{LogId, NodeId, RaftEntry, StorageError};
 use regina_consensus::{StateMachineStore, TypeConfig};
@@ -89,10 +90,16 @@ impl RaftStateMachine<TypeConfig> for SimSm {
         I::IntoIter: openraft::OptionalSend,
     {
         let mut out = Vec::new();
-        for e in entries {
+        for mut e in entries {
             let log_id = e.log_id;
+            // The outcome is recorded before it is delivered, so the inner
+            // apply gets no ticket and this wrapper delivers what it recorded.
+            let ticket = match &mut e.payload {
+                EntryPayload::Normal(proposed) => std::mem::take(&mut proposed.ticket),
+                _ => Ticket::default(),
+            };
             let entry = match &e.payload {
-                EntryPayload::Normal(x) => Some(x.clone()),
+                EntryPayload::Normal(x) => Some(x.entry.clone()),
                 _ => None,
             };
             if self.last.is_some_and(|l| log_id.index != l + 1) || (self.last.is_none() && log_id.index != 0) {
@@ -114,7 +121,7 @@ impl RaftStateMachine<TypeConfig> for SimSm {
             self.last = Some(log_id.index);
             self.history.lock().applied(self.node, log_id, entry, outcome.clone());
             self.check_after(log_id);
-            out.push(outcome);
+            out.push(self.inner.shared().deliver(ticket, log_id, outcome).unwrap_or(Outcome::Done));
         }
         Ok(out)
     }

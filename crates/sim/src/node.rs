@@ -193,7 +193,8 @@ impl Node {
                 Peer { raft: raft.clone(), shared: shared.clone(), gate: gate.clone(), proposer: None },
             );
             let stamps = Arc::new(LeaderClock::new(ctx.clock.clone()));
-            let proposer = Arc::new(Proposer::start(raft.clone(), log.clone(), stamps, PROPOSER_QUEUE_REQUESTS_MAX));
+            let proposer =
+                Arc::new(Proposer::start(raft.clone(), log.clone(), &shared, stamps, PROPOSER_QUEUE_REQUESTS_MAX));
             groups.push(Replica { raft, proposer, log, shared });
         }
         self.running = Some(Running { groups, io, files, votes, gate });
@@ -254,7 +255,8 @@ impl Node {
 async fn recovered_own(node: NodeId, group: u16, log: &LogStore, registry: &Mutex<Registry>) -> Result<(), String> {
     let entries = log.clone().try_get_log_entries(..).await.map_err(|e| format!("node {node}: {e}"))?;
     for e in entries {
-        let EntryPayload::Normal(entry) = &e.payload else { continue };
+        let EntryPayload::Normal(proposed) = &e.payload else { continue };
+        let entry = &proposed.entry;
         let sent = registry.lock().groups_of_entry(entry);
         if !sent.contains(&group) {
             return Err(format!(
