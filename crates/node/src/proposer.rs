@@ -232,13 +232,17 @@ impl LogWriter {
             let (commands, dones): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.done)).unzip();
             (Command::Batch(commands), Waiters::Batch(dones))
         };
-        let ticket = waiting.register(waiters);
-        let entry = Proposed { entry: Entry { now_ms, command }, ticket: Ticket(ticket) };
-        let written = self.write(entry).await;
-        // Not taken by the apply (a failure, or the entry was read back from
-        // the WAL without its ticket): answered from here.
-        if let Some(waiters) = ticket.and_then(|t| waiting.take(t)) {
-            waiters.answer(written);
+        let entry = Entry { now_ms, command };
+        match waiting.register(waiters) {
+            Ok(ticket) => {
+                let written = self.write(Proposed { entry, ticket: Ticket(Some(ticket)) }).await;
+                // Not taken by the apply (a failure, or the entry was read
+                // back from the WAL without its ticket): answered from here.
+                if let Some(waiters) = waiting.take(ticket) {
+                    waiters.answer(written);
+                }
+            }
+            Err(waiters) => waiters.answer(self.write(entry.into()).await),
         }
     }
 
@@ -295,14 +299,15 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
-    /// `None` (nothing registered) unless the state machine delivers.
-    fn register(&self, waiters: Waiters) -> Option<NonZeroU64> {
+    /// Registers `waiters` under a fresh ticket; gives them back unless
+    /// the state machine delivers (then their proposer answers them).
+    fn register(&self, waiters: Waiters) -> Result<NonZeroU64, Waiters> {
         if !self.active.load(Ordering::Acquire) {
-            return None;
+            return Err(waiters);
         }
         let ticket = Ticket::fresh();
         self.waiters.lock().insert(ticket, waiters);
-        Some(ticket)
+        Ok(ticket)
     }
 
     fn take(&self, ticket: NonZeroU64) -> Option<Waiters> {
@@ -315,5 +320,45 @@ impl Deliver for Waiting {
         let Some(waiters) = self.take(ticket) else { return Some(outcome) };
         waiters.answer(Ok((log_id, outcome)));
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn log_id(index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    /// Waiters no state machine will deliver to come back to their
+    /// proposer: dropped, their requests would hear "stopped" instead of
+    /// their outcome.
+    #[test]
+    fn waiters_are_given_back_when_the_state_machine_does_not_deliver() {
+        let waiting = Waiting::default();
+        let (done, mut answer) = oneshot::channel();
+        let Err(waiters) = waiting.register(Waiters::One(done)) else { panic!("registered while inactive") };
+        waiters.answer(Ok((log_id(3), Outcome::Done)));
+        assert!(matches!(answer.try_recv(), Ok(Ok((id, Outcome::Done))) if id == log_id(3)));
+    }
+
+    /// The state machine's delivery and the proposer's own answer race for
+    /// the registration: exactly one of them answers.
+    #[test]
+    fn a_registration_is_answered_once() {
+        let waiting = Waiting::default();
+        waiting.active.store(true, Ordering::Release);
+        let (first, mut first_answer) = oneshot::channel();
+        let (second, mut second_answer) = oneshot::channel();
+        let Ok(ticket) = waiting.register(Waiters::Batch(vec![first, second])) else { panic!("not registered") };
+        let outcome = Outcome::Batch(vec![Outcome::Found(true), Outcome::Found(false)]);
+        assert!(waiting.deliver(ticket, log_id(5), outcome).is_none(), "delivered");
+        assert!(matches!(first_answer.try_recv(), Ok(Ok((_, Outcome::Found(true))))));
+        assert!(matches!(second_answer.try_recv(), Ok(Ok((_, Outcome::Found(false))))));
+        assert!(waiting.take(ticket).is_none(), "the proposer finds nothing left to answer");
+        let again = waiting.deliver(ticket, log_id(5), Outcome::Done);
+        assert!(matches!(again, Some(Outcome::Done)), "a second delivery is given back");
     }
 }
