@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use regina_state::{Entry, Outcome};
 use serde::{Deserialize, Serialize};
 
-use crate::types::LogId;
+use openraft::EntryPayload;
+
+use crate::types::{LogId, RaftEntry};
 
 /// Where an entry's outcome is awaited on the node that proposed it.
 /// Compares equal to any other ticket: it is not part of what the entry
@@ -37,6 +39,15 @@ impl Ticket {
     pub fn fresh() -> NonZeroU64 {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NonZeroU64::new(NEXT.fetch_add(1, Ordering::Relaxed)).expect("a counter from 1")
+    }
+
+    /// Takes the ticket out of a log entry about to be applied (none for a
+    /// membership or blank entry, or one that never had one).
+    pub fn take(entry: &mut RaftEntry) -> Ticket {
+        match &mut entry.payload {
+            EntryPayload::Normal(proposed) => std::mem::take(&mut proposed.ticket),
+            _ => Ticket::default(),
+        }
     }
 }
 

@@ -485,12 +485,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I::IntoIter: openraft::OptionalSend,
     {
         let mut out = Vec::new();
-        for e in entries {
+        for mut e in entries {
             let log_id = e.log_id;
-            let ticket = match &e.payload {
-                EntryPayload::Normal(proposed) => proposed.ticket,
-                _ => Ticket::default(),
-            };
+            let ticket = Ticket::take(&mut e);
             let outcome = self.apply_one(e)?;
             // Answered here, openraft carries only a placeholder back.
             out.push(self.shared.deliver(ticket, log_id, outcome).unwrap_or(Outcome::Done));

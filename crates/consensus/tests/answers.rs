@@ -97,3 +97,14 @@ fn a_ticket_is_not_encoded() {
     assert_eq!(back.ticket.0, None, "decoded entries carry no ticket");
     assert_eq!(back.entry, bare);
 }
+
+#[test]
+fn taking_a_ticket_leaves_none_behind() {
+    let mut tagged = entry(1, Some(7));
+    assert_eq!(Ticket::take(&mut tagged).0, NonZeroU64::new(7));
+    assert_eq!(Ticket::take(&mut tagged).0, None, "a ticket is taken once");
+    let mut untagged = entry(2, None);
+    assert_eq!(Ticket::take(&mut untagged).0, None);
+    let mut blank = RaftEntry { log_id: log_id(3), payload: EntryPayload::Blank };
+    assert_eq!(Ticket::take(&mut blank).0, None);
+}

@@ -94,10 +94,7 @@ impl RaftStateMachine<TypeConfig> for SimSm {
             let log_id = e.log_id;
             // The outcome is recorded before it is delivered, so the inner
             // apply gets no ticket and this wrapper delivers what it recorded.
-            let ticket = match &mut e.payload {
-                EntryPayload::Normal(proposed) => std::mem::take(&mut proposed.ticket),
-                _ => Ticket::default(),
-            };
+            let ticket = Ticket::take(&mut e);
             let entry = match &e.payload {
                 EntryPayload::Normal(x) => Some(x.entry.clone()),
                 _ => None,
