@@ -25,13 +25,29 @@ impl State {
         // set is not kept: its insert per message was a measurable share of
         // a push's cost.
         let mut this_entry: FastSet<(u64, u128)> = FastSet::default();
+        // A client's push names one partition for all its items: a run of
+        // items in one partition resolves its names once and forgets old
+        // transaction ids once (a second pass with the same cutoff finds
+        // nothing more: what this entry appends was created now).
+        let mut previous: Option<(&str, &str, u32, u32)> = None;
         for item in &cmd.items {
-            let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
+            let (qid, pidx, same_partition) = match previous {
+                Some((queue, partition, qid, pidx)) if queue == item.queue && partition == item.partition => {
+                    (qid, pidx, true)
+                }
+                _ => {
+                    let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
+                    previous = Some((&item.queue, &item.partition, qid, pidx));
+                    (qid, pidx, false)
+                }
+            };
             let q = self.queues.get_mut(&qid).expect("just created");
             let window_ms = q.options.dedup_window_seconds.saturating_mul(1000);
-            let keep_ms = window_ms.max(TXN_MEMORY_MS_MIN);
-            let (p, index) = q.partition_and_index_mut(pidx).expect("just created");
-            p.forget_txns_before(index, now.saturating_sub(keep_ms));
+            if !same_partition {
+                let keep_ms = window_ms.max(TXN_MEMORY_MS_MIN);
+                let (p, index) = q.partition_and_index_mut(pidx).expect("just created");
+                p.forget_txns_before(index, now.saturating_sub(keep_ms));
+            }
             let (p, index) = q.partition_with_index(pidx).expect("just created");
             let hash = txn_hash(&item.transaction_id);
             let in_request = window_ms == 0 && this_entry.contains(&(p.id, hash));
@@ -51,7 +67,7 @@ impl State {
                 });
                 continue;
             }
-            let r = self.append(item, writes);
+            let r = self.append_at(qid, pidx, hash, item, writes);
             if window_ms == 0 {
                 this_entry.insert((r.partition_id, hash));
             }
@@ -83,19 +99,28 @@ impl State {
     /// Stores one message at the end of its partition, without a dedup
     /// check (the caller made it), and places its body.
     pub(crate) fn append(&mut self, item: &PushItem, writes: &mut Vec<BodyWrite>) -> PushResult {
-        let now = self.now_ms;
         let (qid, pidx) = self.partition_or_create(&item.queue, &item.partition);
+        self.append_at(qid, pidx, txn_hash(&item.transaction_id), item, writes)
+    }
+
+    /// [`State::append`] into partition `pidx` of queue `qid`, the item's
+    /// names and transaction-id hash already resolved by the caller.
+    fn append_at(
+        &mut self,
+        qid: u32,
+        pidx: u32,
+        hash: u128,
+        item: &PushItem,
+        writes: &mut Vec<BodyWrite>,
+    ) -> PushResult {
+        let now = self.now_ms;
         let bytes = encode_body(item.message_id, now, item.trace_id, &item.transaction_id, &item.payload);
         let pos = place(self.next_body_pos, bytes.len() as u64);
         self.next_body_pos = pos + bytes.len() as u64;
         let len = bytes.len() as u32;
-        let hash = txn_hash(&item.transaction_id);
         let q = self.queues.get_mut(&qid).expect("just created");
         q.kept += 1;
-        let offset = q.push_meta(pidx, MsgMeta::new(pos, len, now, hash));
-        let p = q.partition_mut(pidx).expect("just created");
-        p.last_write_ms = now;
-        let partition_id = p.id;
+        let (offset, partition_id) = q.push_meta(pidx, MsgMeta::new(pos, len, now, hash));
         q.mark_ready(pidx);
         writes.push(BodyWrite { pos, bytes });
         PushResult { status: PushStatus::Queued, partition_id, offset, pos, len, message_id: Some(item.message_id) }

@@ -187,13 +187,16 @@ impl Queue {
         Some((p, self.txn_indexes.get_mut(pidx)))
     }
 
-    /// Appends a message's metadata to partition `pidx` and remembers its
-    /// transaction id; returns its offset.
-    pub fn push_meta(&mut self, pidx: u32, meta: MsgMeta) -> u64 {
+    /// Appends a message's metadata to partition `pidx`, remembers its
+    /// transaction id and notes the write's time (its `created_ms`);
+    /// returns its offset and the partition's id. One unsharing of the
+    /// partition for all three.
+    pub fn push_meta(&mut self, pidx: u32, meta: MsgMeta) -> (u64, u64) {
         let p = Arc::make_mut(self.partitions.get_mut(pidx as usize).expect("a partition of this queue"));
         let offset = p.push_meta(meta);
+        p.last_write_ms = meta.created_ms;
         self.txn_indexes.appended(pidx, p, &meta, offset);
-        offset
+        (offset, p.id)
     }
 
     /// Builds the name index from the partitions: after decoding. Refuses

@@ -61,6 +61,41 @@ fn repeats_inside_one_push_collapse_under_a_window() {
     assert_eq!(h.state.queue("q").unwrap().partitions[0].next_offset(), 2);
 }
 
+/// A push whose items switch between partitions and queues and come back
+/// lands each item in its own partition, in order, with its own dedup.
+#[test]
+fn a_push_that_interleaves_partitions_lands_each_item_where_it_names() {
+    let mut h = Harness::new();
+    h.push("q", "A", "old");
+    let items = vec![
+        h.item("q", "A", "a1"),
+        h.item("q", "A", "old"),
+        h.item("q", "B", "old"),
+        h.item("r", "A", "a1"),
+        h.item("q", "A", "a2"),
+        h.item("q", "B", "b1"),
+        h.item("q", "A", "a1"),
+    ];
+    let Outcome::Push(r) = h.apply(Command::push(items)) else { panic!() };
+    let seen: Vec<_> = r.iter().map(|r| (r.status, r.partition_id, r.offset)).collect();
+    let (qa, qb, ra) = (r[0].partition_id, r[2].partition_id, r[3].partition_id);
+    assert!(qa != qb && qa != ra && qb != ra, "three partitions: {seen:?}");
+    assert_eq!(
+        seen,
+        [
+            (PushStatus::Queued, qa, 1),
+            (PushStatus::Duplicate, qa, 0),
+            (PushStatus::Queued, qb, 0),
+            (PushStatus::Queued, ra, 0),
+            (PushStatus::Queued, qa, 2),
+            (PushStatus::Queued, qb, 1),
+            (PushStatus::Duplicate, qa, 1),
+        ]
+    );
+    assert_eq!(h.state.queue("q").unwrap().partitions.len(), 2);
+    assert_eq!(h.state.queue("r").unwrap().partitions.len(), 1);
+}
+
 #[test]
 fn the_dedup_window_expires() {
     let mut h = Harness::new();
