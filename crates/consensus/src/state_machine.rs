@@ -455,18 +455,21 @@ impl SharedState {
         self.bodies.sync_all()?;
         let head = bincode::serialize(&SnapshotHead { meta: meta.clone() }).expect("snapshot heads encode");
         let id = &meta.snapshot_id;
-        let data_len = match source {
+        let written = match source {
             SnapshotSource::Copy(state) => {
-                let data_len = state.encoded_len() as u64;
-                self.snapshots.save_streamed(id, &head, data_len, &mut |out| state.encode_to(out))?;
-                data_len
+                // Sealed message chunks go to the chunk packs, each once:
+                // a later snapshot names what an earlier one stored.
+                let saved = self.snapshots.save_holed(id, &head, &mut |out| state.encode_holed(&mut Holes(out)))?;
+                tracing::debug!(holes = saved.holes, pack_bytes = saved.pack_bytes, "snapshot holes");
+                saved.written()
             }
             SnapshotSource::Encoded(data) => {
                 self.snapshots.save(id, &head, data)?;
                 data.len() as u64
             }
         };
-        self.snapshot_bytes.store(data_len, Ordering::Relaxed);
+        // What the next snapshot is spaced by: what this one cost to write.
+        self.snapshot_bytes.store(written, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -554,5 +557,33 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             return Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(Vec::new())) }));
         }
         self.shared.latest_snapshot()
+    }
+}
+
+/// A state's holed encoding into a snapshot's data: each sealed chunk
+/// stored in a chunk pack once, and named by the token it keeps.
+struct Holes<'a, 'b>(&'a mut regina_storage::snapshot_holes::HoledData<'b>);
+
+impl std::io::Write for Holes<'_, '_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl regina_state::snapshot_holes::HoledWrite for Holes<'_, '_> {
+    fn hole(&mut self, hole: regina_state::snapshot_holes::Hole) -> std::io::Result<()> {
+        let len = regina_state::msg_table::CHUNK * regina_state::snapshot_holes::META_BYTES;
+        if let Some(token) = self.0.hole(hole.placed(), len, &|| hole.chunk_bytes(), hole.byte_range())? {
+            hole.set_placed(token);
+        }
+        Ok(())
     }
 }

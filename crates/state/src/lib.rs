@@ -26,6 +26,8 @@
 //! - [`streams`]: stream queries: state rows per source partition, cycles
 //!   that commit state, sink pushes and the source ack as one.
 //! - [`body`]: the on-disk layout of one message body.
+//! - [`snapshot_holes`]: the state encoded with its sealed message chunks
+//!   left out as holes, for snapshots that store each chunk once.
 
 pub mod ack;
 pub mod admin;
@@ -51,6 +53,7 @@ pub mod pop;
 pub mod push;
 pub mod queue;
 pub mod ready_set;
+pub mod snapshot_holes;
 pub mod state;
 mod state_encode;
 pub mod state_v5;

@@ -27,6 +27,7 @@ use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::partition::MsgMeta;
+use crate::snapshot_holes::{take_as_hole, Chunk};
 
 /// Messages per sealed chunk: a copy of a partition copies at most this
 /// many (40 KiB), and a lookup by position stays one division.
@@ -43,7 +44,7 @@ pub struct MsgTable {
 #[derive(Debug, Clone)]
 struct Sealed {
     /// Each exactly [`CHUNK`] long.
-    chunks: VecDeque<Arc<Vec<MsgMeta>>>,
+    chunks: VecDeque<Arc<Chunk>>,
     /// Messages already popped from the first chunk.
     head: usize,
 }
@@ -78,7 +79,7 @@ impl MsgTable {
         }
         let s = self.sealed.as_ref()?;
         let at = s.head + i;
-        s.chunks.get(at / CHUNK).and_then(|c| c.get(at % CHUNK))
+        s.chunks.get(at / CHUNK).and_then(|c| c.metas.get(at % CHUNK))
     }
 
     pub fn push_back(&mut self, meta: MsgMeta) {
@@ -87,7 +88,7 @@ impl MsgTable {
             // The next tail is a full chunk's size at once: grown from
             // nothing by doubling it would be copied ten times per chunk.
             let full = std::mem::replace(&mut self.tail, VecDeque::with_capacity(CHUNK));
-            let chunk = Arc::new(Vec::from(full));
+            let chunk = Arc::new(Chunk::new(Vec::from(full)));
             match &mut self.sealed {
                 Some(s) => s.chunks.push_back(chunk),
                 None => self.sealed = Some(Box::new(Sealed { chunks: VecDeque::from([chunk]), head: 0 })),
@@ -100,7 +101,7 @@ impl MsgTable {
         let Some(s) = &mut self.sealed else {
             return self.tail.pop_front();
         };
-        let meta = s.chunks.front().map(|c| c[s.head])?;
+        let meta = s.chunks.front().map(|c| c.metas[s.head])?;
         s.head += 1;
         if s.head == CHUNK {
             s.chunks.pop_front();
@@ -136,7 +137,7 @@ impl MsgTable {
         let sealed = self
             .sealed
             .iter()
-            .flat_map(|s| s.chunks.iter().enumerate().map(move |(i, c)| if i == 0 { &c[s.head..] } else { &c[..] }));
+            .flat_map(|s| s.chunks.iter().enumerate().map(move |(i, c)| &c.metas[if i == 0 { s.head } else { 0 }..]));
         let (front, back) = self.tail.as_slices();
         sealed.chain([front, back])
     }
@@ -170,10 +171,21 @@ impl Eq for MsgTable {}
 impl Serialize for MsgTable {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len()))?;
-        for run in self.runs() {
-            for m in run {
-                seq.serialize_element(m)?;
+        if let Some(s) = &self.sealed {
+            for (i, chunk) in s.chunks.iter().enumerate() {
+                let from = if i == 0 { s.head } else { 0 };
+                // Left out of a holed encoding (`snapshot_holes`), whose
+                // writer stores the chunk once and fills its place.
+                if !take_as_hole(chunk, from) {
+                    for m in &chunk.metas[from..] {
+                        seq.serialize_element(m)?;
+                    }
+                }
             }
+        }
+        let (front, back) = self.tail.as_slices();
+        for m in front.iter().chain(back) {
+            seq.serialize_element(m)?;
         }
         seq.end()
     }
@@ -253,6 +265,10 @@ mod tests {
                 assert_eq!(bytes, bincode::serialize(&reference).expect("encodes"), "the deque's encoding");
                 let back: MsgTable = bincode::deserialize(&bytes).expect("decodes");
                 assert_eq!(back, table);
+                let mut filled = crate::snapshot_holes::FilledHoles::default();
+                crate::snapshot_holes::serialize_holed(&table, &mut filled).expect("encodes");
+                assert_eq!(filled.bytes, bytes, "holes filled give the plain encoding");
+                assert_eq!(filled.holes, table.len().saturating_sub(table.tail.len()).div_ceil(CHUNK));
             }
         }
     }

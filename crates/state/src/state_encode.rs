@@ -110,7 +110,7 @@ impl State {
         }
     }
 
-    /// A copy to encode ([`State::encode_to`]), taken under the apply lock:
+    /// A copy to encode ([`State::encode_holed`]), taken under the apply lock:
     /// partitions shared, the indexes the encoding writes from them left
     /// empty ([`Queue::copy_to_encode`]). Nothing but the encoding may use
     /// it: its indexes answer nothing.

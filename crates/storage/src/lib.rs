@@ -13,7 +13,9 @@
 //!   a global byte position chosen by the caller. Written without fsync,
 //!   because replaying the log rewrites them. The newest are also kept in
 //!   memory for reads (`recent_bodies`).
-//! * [`snapshot`]: atomically replaced, checksummed snapshot files.
+//! * [`snapshot`]: atomically replaced, checksummed snapshot files; holed
+//!   ones ([`snapshot_holes`]) name records kept in [`chunk_packs`]
+//!   instead of writing them again.
 //! * [`io`]: the seam through which the log, the bodies and the snapshots
 //!   write and fsync, so tests can inject failures ([`FaultyIo`]) and the
 //!   simulation can lose unsynced writes.
@@ -25,12 +27,14 @@
 //! * [`error`]: [`WalError`], the log's error type.
 
 pub mod bodies;
+pub mod chunk_packs;
 pub mod direct;
 pub mod error;
 pub mod io;
 pub mod page_cache;
 mod recent_bodies;
 pub mod snapshot;
+pub mod snapshot_holes;
 pub mod snapshot_stream;
 pub mod space;
 pub mod wal;
@@ -39,7 +43,7 @@ pub use bodies::{place, BodyStore};
 pub use error::WalError;
 pub use io::{FaultyIo, Io, RealIo};
 pub use recent_bodies::RECENT_BODY_BYTES;
-pub use snapshot::SnapshotStore;
+pub use snapshot::{Saved, SnapshotStore};
 pub use snapshot_stream::SnapshotStream;
 pub use space::{is_out_of_space, SpaceWait};
 pub use wal::{AppendDone, RecordPos, RecordVisitor, Wal, WalOptions};

@@ -7,7 +7,11 @@
 //!
 //! Format, little-endian:
 //! `"RSNP" | u32 version | u32 meta_len | meta | u64 data_len | data | u32 crc32c`
-//! where the checksum covers every byte before it.
+//! where the checksum covers every byte before it. Version 1 holds the
+//! data as it is; version 2 holds it with holes that records in the
+//! directory's chunk packs fill ([`crate::snapshot_holes`],
+//! [`crate::chunk_packs`]), and every reader here fills them, so both read
+//! back as the same flat data.
 //!
 //! Snapshots are ordered by id as a string, so ids must sort in the order
 //! snapshots are taken (zero-padded numbers do).
@@ -18,12 +22,20 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::chunk_packs::ChunkPacks;
 use crate::direct::AlignedBuf;
 use crate::error::io_context;
 use crate::io::{Io, RealIo};
+use crate::snapshot_holes::HoledData;
+use crate::snapshot_stream::SnapshotStream;
 
 const MAGIC: &[u8; 4] = b"RSNP";
+/// A file whose data is as it is.
 const VERSION: u32 = 1;
+/// A file whose data has holes filled from chunk packs.
+pub(crate) const HOLED_VERSION: u32 = 2;
+/// Where the chunk packs are, inside the snapshot directory.
+const PACKS_DIR: &str = "chunks";
 const PREFIX: &str = "snapshot-";
 const SNAP_SUFFIX: &str = ".snap";
 const TEMP_SUFFIX: &str = ".tmp";
@@ -33,6 +45,28 @@ pub struct SnapshotStore {
     dir: PathBuf,
     /// Snapshot writes and their fsyncs (renames and deletes use `std`).
     io: Arc<dyn Io>,
+    /// Where holed snapshots keep the records they leave out.
+    packs: ChunkPacks,
+}
+
+/// What a save wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saved {
+    /// The snapshot file's data bytes.
+    pub data_bytes: u64,
+    /// Bytes appended to chunk packs.
+    pub pack_bytes: u64,
+    /// The data's bytes with every hole filled.
+    pub flat_bytes: u64,
+    /// Holes the data has.
+    pub holes: u64,
+}
+
+impl Saved {
+    /// Everything this save wrote.
+    pub fn written(&self) -> u64 {
+        self.data_bytes + self.pack_bytes
+    }
 }
 
 impl SnapshotStore {
@@ -45,7 +79,8 @@ impl SnapshotStore {
     pub fn open_with_io(dir: impl AsRef<Path>, io: Arc<dyn Io>) -> io::Result<SnapshotStore> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| io_context(format!("creating {}", dir.display()), e))?;
-        let store = SnapshotStore { dir, io };
+        let packs = ChunkPacks::open(dir.join(PACKS_DIR), io.clone())?;
+        let store = SnapshotStore { dir, io, packs };
         for name in store.names_with(TEMP_SUFFIX)? {
             let path = store.dir.join(&name);
             fs::remove_file(&path).map_err(|e| io_context(format!("deleting {}", path.display()), e))?;
@@ -70,12 +105,73 @@ impl SnapshotStore {
         data_len: u64,
         write_data: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
     ) -> io::Result<()> {
+        // Held for the save: no pack may be named by a snapshot saved
+        // meanwhile. Nothing is appended, so its sync only says so.
+        let mut session = self.packs.session();
+        session.sync()?;
+        self.save_file(id, VERSION, meta, data_len, write_data)?;
+        // The packs named by the snapshot this replaced go with it.
+        session.release()
+    }
+
+    /// Durably stores a snapshot whose data `encode` writes, with holes
+    /// (`HoledData::hole`) filled from chunk packs: a record stored by an
+    /// earlier snapshot, named by a token still good, is named again and
+    /// not written. `encode` runs twice, and must write the same both
+    /// times: once counting (the head needs the data's length), once
+    /// writing. Without holes the file is a plain one (version 1).
+    pub fn save_holed(
+        &self,
+        id: &str,
+        meta: &[u8],
+        encode: &mut dyn FnMut(&mut HoledData<'_>) -> io::Result<()>,
+    ) -> io::Result<Saved> {
+        let mut counting = HoledData::counting();
+        encode(&mut counting)?;
+        let (data_len, flat_len, holes) = counting.finish()?;
+        let mut session = self.packs.session();
+        if holes == 0 {
+            session.sync()?;
+            self.save_file(id, VERSION, meta, flat_len, &mut |out| {
+                let mut plain = HoledData::plain(out);
+                encode(&mut plain)?;
+                plain.finish().map(drop)
+            })?;
+            session.release()?;
+            return Ok(Saved { data_bytes: flat_len, pack_bytes: 0, flat_bytes: flat_len, holes: 0 });
+        }
+        self.save_file(id, HOLED_VERSION, meta, data_len, &mut |out| {
+            let mut data = HoledData::frames(out, &mut session, flat_len)?;
+            encode(&mut data)?;
+            let (_, flat, _) = data.finish()?;
+            if flat != flat_len {
+                let e = format!("the snapshot's data came to {flat} flat bytes, not the {flat_len} counted");
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+            // Before the snapshot naming them is in place.
+            session.sync()
+        })?;
+        let pack_bytes = session.appended();
+        session.release()?;
+        Ok(Saved { data_bytes: data_len, pack_bytes, flat_bytes: flat_len, holes })
+    }
+
+    /// Writes a snapshot file of `version` under a temporary name, renames
+    /// it into place and deletes every other.
+    fn save_file(
+        &self,
+        id: &str,
+        version: u32,
+        meta: &[u8],
+        data_len: u64,
+        write_data: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
         check_id(id)?;
         let temp = self.dir.join(format!("{PREFIX}{id}{TEMP_SUFFIX}"));
         let name = format!("{PREFIX}{id}{SNAP_SUFFIX}");
         let path = self.dir.join(&name);
         let ctx = |what: &str, p: &Path| format!("{what} {}", p.display());
-        if let Err(e) = write_file(self.io.as_ref(), &temp, meta, data_len, write_data) {
+        if let Err(e) = write_file(self.io.as_ref(), &temp, version, meta, data_len, write_data) {
             // A partial file would only hold the space a retry needs.
             let _ = fs::remove_file(&temp);
             return Err(io_context(ctx("writing", &temp), e));
@@ -97,6 +193,10 @@ impl SnapshotStore {
     pub fn load_latest(&self) -> io::Result<Option<(Vec<u8>, Vec<u8>)>> {
         self.newest_whole(|path| {
             let bytes = fs::read(path).map_err(|e| io_context(format!("reading {}", path.display()), e))?;
+            if bytes.get(4..8) == Some(&HOLED_VERSION.to_le_bytes()[..]) {
+                // Its holes filled as it is read: the flat data.
+                return Ok(read_filled(path));
+            }
             Ok(decode_owned(bytes))
         })
     }
@@ -152,6 +252,22 @@ impl SnapshotStore {
     }
 }
 
+/// A holed file's meta and flat data, its holes filled as it is read, or
+/// why it is damaged.
+fn read_filled(path: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut stream = SnapshotStream::open(path)?;
+    let mut data = Vec::with_capacity(usize::try_from(stream.data_len()).unwrap_or(0));
+    io::Read::read_to_end(&mut stream, &mut data).map_err(|e| e.to_string())?;
+    let meta = stream.meta().to_vec();
+    stream.finish()?;
+    Ok((meta, data))
+}
+
+/// Where the chunk packs of the snapshot file at `path` are.
+pub(crate) fn packs_dir_of(path: &Path) -> PathBuf {
+    path.parent().unwrap_or(Path::new(".")).join(PACKS_DIR)
+}
+
 /// Ids become file names, so they must not be able to name another file.
 fn check_id(id: &str) -> io::Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
@@ -182,11 +298,12 @@ pub const STREAM_BUFFER_BYTES: usize = 256 * 1024;
 fn write_file(
     io: &dyn Io,
     path: &Path,
+    version: u32,
     meta: &[u8],
     data_len: u64,
     write_data: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let head = head(meta, data_len)?;
+    let head = head(version, meta, data_len)?;
     // Readable too: a simulated disk reads what a write replaces.
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
     let file_len = (head.len() as u64).saturating_add(data_len).saturating_add(4);
@@ -286,12 +403,12 @@ impl Write for DataWriter<'_> {
 }
 
 /// Everything of a snapshot file before its data.
-fn head(meta: &[u8], data_len: u64) -> io::Result<Vec<u8>> {
+fn head(version: u32, meta: &[u8], data_len: u64) -> io::Result<Vec<u8>> {
     let meta_len = u32::try_from(meta.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "snapshot meta exceeds 4 GiB"))?;
     let mut out = Vec::with_capacity(4 + 4 + 4 + meta.len() + 8);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&meta_len.to_le_bytes());
     out.extend_from_slice(meta);
     out.extend_from_slice(&data_len.to_le_bytes());
@@ -301,7 +418,7 @@ fn head(meta: &[u8], data_len: u64) -> io::Result<Vec<u8>> {
 /// One snapshot file's bytes: what [`SnapshotStore::save`] writes and
 /// [`decode`] reads (backups carry snapshots in this form).
 pub fn encode(meta: &[u8], data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut out = head(meta, data.len() as u64)?;
+    let mut out = head(VERSION, meta, data.len() as u64)?;
     let crc = checksum(&out, data);
     out.reserve_exact(data.len() + 4);
     out.extend_from_slice(data);
@@ -338,7 +455,10 @@ fn parts(bytes: &[u8]) -> Result<(Range<usize>, Range<usize>), String> {
     let stored = u32::from_le_bytes(stored.try_into().map_err(|_| "short checksum")?);
     check_sum(stored, crc32c::crc32c(body))?;
     let mut cursor = Cursor { bytes: body, at: 0 };
-    let (meta, data_len) = head_fields(&mut cursor)?;
+    let (meta, data_len, version) = head_fields(&mut cursor)?;
+    if version != VERSION {
+        return Err(format!("version {version}: its data has holes that only its directory's packs fill"));
+    }
     let data_len = usize::try_from(data_len).map_err(|_| "data length overflows".to_string())?;
     let data = cursor.span(data_len)?;
     if !cursor.bytes.is_empty() {
@@ -359,9 +479,9 @@ pub(crate) fn check_sum(stored: u32, computed: u32) -> Result<(), String> {
 /// and the meta's length.
 pub(crate) const FIXED_HEAD_BYTES: usize = 4 + 4 + 4;
 
-/// Where the meta lies in `head` (a file's bytes up to its data) and how
-/// long the data is, checked.
-pub(crate) fn parse_head(head: &[u8]) -> Result<(Range<usize>, u64), String> {
+/// Where the meta lies in `head` (a file's bytes up to its data), how
+/// long the data is and the file's version, checked.
+pub(crate) fn parse_head(head: &[u8]) -> Result<(Range<usize>, u64, u32), String> {
     let mut cursor = Cursor { bytes: head, at: 0 };
     let fields = head_fields(&mut cursor)?;
     match cursor.bytes.len() {
@@ -372,17 +492,17 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<(Range<usize>, u64), String> {
 
 /// Reads a head's fields from `cursor`: the meta's place and the data's
 /// length.
-fn head_fields(cursor: &mut Cursor) -> Result<(Range<usize>, u64), String> {
+fn head_fields(cursor: &mut Cursor) -> Result<(Range<usize>, u64, u32), String> {
     if cursor.take(4)? != MAGIC {
         return Err("bad magic".into());
     }
     let version = u32::from_le_bytes(cursor.array()?);
-    if version != VERSION {
+    if version != VERSION && version != HOLED_VERSION {
         return Err(format!("unsupported version {version}"));
     }
     let meta_len = u32::from_le_bytes(cursor.array()?) as usize;
     let meta = cursor.span(meta_len)?;
-    Ok((meta, u64::from_le_bytes(cursor.array()?)))
+    Ok((meta, u64::from_le_bytes(cursor.array()?), version))
 }
 
 struct Cursor<'a> {

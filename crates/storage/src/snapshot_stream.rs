@@ -14,13 +14,20 @@
 //! The checksum covers the whole file, so it is known only once the last
 //! piece is read: whatever was decoded from a stream counts only after
 //! [`SnapshotStream::finish`] says the file was whole.
+//!
+//! A holed file (version 2, [`crate::snapshot_holes`]) is filled on the
+//! same thread: its frames are read and each hole's record read from its
+//! pack, so the pieces handed over are the flat data either way, and
+//! [`SnapshotStream::data_len`] is the flat length.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
-use crate::snapshot::{check_sum, parse_head, FIXED_HEAD_BYTES};
+use crate::chunk_packs::PackReader;
+use crate::snapshot::{check_sum, packs_dir_of, parse_head, FIXED_HEAD_BYTES, HOLED_VERSION};
+use crate::snapshot_holes::{Filler, Frame};
 
 /// The size of one piece read ahead.
 pub const STREAM_PIECE_BYTES: usize = 8 * 1024 * 1024;
@@ -67,18 +74,33 @@ impl SnapshotStream {
         let mut rest = vec![0u8; meta_len as usize + 8];
         file.read_exact(&mut rest).map_err(|e| format!("its head does not read: {e}"))?;
         head.extend_from_slice(&rest);
-        let (meta, data_len) = parse_head(&head)?;
-        let expected = (head.len() as u64).checked_add(data_len).and_then(|n| n.checked_add(4));
+        let (meta, file_data_len, version) = parse_head(&head)?;
+        let expected = (head.len() as u64).checked_add(file_data_len).and_then(|n| n.checked_add(4));
         if expected != Some(file_len) {
             return Err(format!("{file_len} bytes long, not the {expected:?} its head implies"));
         }
         let meta = head[meta].to_vec();
-        let crc = crc32c::crc32c(&head);
+        let mut crc = crc32c::crc32c(&head);
         let (ready, pieces) = sync_channel(STREAM_PIECES_AHEAD);
         let (spent, to_refill) = channel();
+        let (data_len, read): (u64, Box<dyn FnOnce() + Send>) = if version == HOLED_VERSION {
+            let mut flat_len = [0u8; 8];
+            if file_data_len < 8 {
+                return Err(format!("holed data of {file_data_len} bytes"));
+            }
+            file.read_exact(&mut flat_len).map_err(|e| format!("its data does not read: {e}"))?;
+            crc = crc32c::crc32c_append(crc, &flat_len);
+            let flat_len = u64::from_le_bytes(flat_len);
+            let filler = Filler::new(PackReader::new(packs_dir_of(path)), flat_len);
+            let framed =
+                Framed { file: std::io::BufReader::with_capacity(1 << 20, file), crc, left: file_data_len - 8 };
+            (flat_len, Box::new(move || read_filled(framed, filler, ready, to_refill)))
+        } else {
+            (file_data_len, Box::new(move || read_ahead(file, crc, file_data_len, ready, to_refill)))
+        };
         std::thread::Builder::new()
             .name("regina-snapshot-read".into())
-            .spawn(move || read_ahead(file, crc, data_len, ready, to_refill))
+            .spawn(read)
             .map_err(|e| format!("cannot start its reading thread: {e}"))?;
         Ok(SnapshotStream { meta, data_len, current: Vec::new(), at: 0, passed: 0, pieces, spent, ended: None })
     }
@@ -212,6 +234,69 @@ fn read_ahead(mut file: File, mut crc: u32, mut left: u64, ready: SyncSender<Pie
         let mut stored = [0u8; 4];
         file.read_exact(&mut stored).map_err(|e| format!("its checksum does not read: {e}"))?;
         check_sum(u32::from_le_bytes(stored), crc)
+    };
+    let result = read();
+    let _ = ready.send(Piece::End(result));
+}
+
+/// A holed file's frames as they are read: summed into the checksum, and
+/// never read past the data.
+struct Framed {
+    file: std::io::BufReader<File>,
+    crc: u32,
+    /// Data bytes not yet read.
+    left: u64,
+}
+
+impl Framed {
+    fn take(&mut self, out: &mut [u8]) -> Result<(), String> {
+        if out.len() as u64 > self.left {
+            return Err(format!("a frame runs {} bytes past the data", out.len() as u64 - self.left));
+        }
+        self.file.read_exact(out).map_err(|e| format!("its data does not read: {e}"))?;
+        self.crc = crc32c::crc32c_append(self.crc, out);
+        self.left -= out.len() as u64;
+        Ok(())
+    }
+}
+
+/// The reading thread of a holed file: its frames read, each hole filled
+/// from its pack, the flat data handed over in pieces; then the stored
+/// checksum compared, and the flat length the data promised.
+fn read_filled(mut framed: Framed, mut filler: Filler, ready: SyncSender<Piece>, to_refill: Receiver<Vec<u8>>) {
+    let mut read = || -> Result<(), String> {
+        let mut piece = Vec::new();
+        while framed.left > 0 {
+            if piece.capacity() == 0 {
+                piece = to_refill.try_recv().unwrap_or_default();
+                piece.clear();
+                piece.reserve(STREAM_PIECE_BYTES + crate::snapshot_holes::FRAME_BYTES_MAX);
+            }
+            let mut tag = [0u8];
+            framed.take(&mut tag)?;
+            match filler.frame(tag[0], &mut |fields| framed.take(fields))? {
+                Frame::Bytes(n) => {
+                    let from = piece.len();
+                    piece.resize(from + n, 0);
+                    framed.take(&mut piece[from..])?;
+                    filler.flat += n as u64;
+                }
+                Frame::Hole { loc, range } => filler.fill(loc, range, &mut piece)?,
+            }
+            if piece.len() >= STREAM_PIECE_BYTES && ready.send(Piece::Data(std::mem::take(&mut piece))).is_err() {
+                // The decoder stopped early and dropped the stream.
+                return Ok(());
+            }
+        }
+        if !piece.is_empty() && ready.send(Piece::Data(piece)).is_err() {
+            return Ok(());
+        }
+        if filler.flat != filler.flat_len {
+            return Err(format!("its frames fill {} bytes, not the {} it promised", filler.flat, filler.flat_len));
+        }
+        let mut stored = [0u8; 4];
+        framed.file.read_exact(&mut stored).map_err(|e| format!("its checksum does not read: {e}"))?;
+        check_sum(u32::from_le_bytes(stored), framed.crc)
     };
     let result = read();
     let _ = ready.send(Piece::End(result));
