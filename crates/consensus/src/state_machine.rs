@@ -460,7 +460,14 @@ impl SharedState {
                 // Sealed message chunks go to the chunk packs, each once:
                 // a later snapshot names what an earlier one stored.
                 let saved = self.snapshots.save_holed(id, &head, &mut |out| state.encode_holed(&mut Holes(out)))?;
-                tracing::debug!(holes = saved.holes, pack_bytes = saved.pack_bytes, "snapshot holes");
+                // What a holed snapshot wrote and what it named instead.
+                tracing::info!(
+                    file_bytes = saved.data_bytes,
+                    pack_bytes = saved.pack_bytes,
+                    flat_bytes = saved.flat_bytes,
+                    holes = saved.holes,
+                    "snapshot written"
+                );
                 saved.written()
             }
             SnapshotSource::Encoded(data) => {

@@ -623,6 +623,10 @@ async fn run_snapshot(ws: &Workspace, deadline: Instant) {
         "killed after the snapshot at log index {snapshot_index}, {} items answered",
         answered.load(Ordering::Acquire)
     );
+    // The partitions had sealed chunks of messages by then, so the snapshot
+    // the restart reads is holed: its chunks are read from their packs.
+    let packs = files_named(&ws.data_dir(), ".chunks");
+    assert!(!packs.is_empty(), "the snapshot left its sealed chunks in no pack");
     tokio::time::sleep(OUTAGE).await;
     broker = tokio::task::spawn_blocking(move || {
         broker.restart();
@@ -764,4 +768,18 @@ async fn wait_for_progress(answered: &AtomicU64, before: u64, within: Duration) 
         assert!(Instant::now() < deadline, "no push was answered within {within:?}: the broker is not serving");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Files under `dir` whose names end with `suffix`.
+fn files_named(dir: &std::path::Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, suffix));
+        } else if path.to_string_lossy().ends_with(suffix) {
+            found.push(path);
+        }
+    }
+    found
 }
