@@ -46,13 +46,10 @@ fn pushes(first: u64, partition: &str, messages: u64) -> Vec<RaftEntry> {
 }
 
 fn pack_bytes(dir: &Path) -> Vec<(String, u64)> {
-    let Ok(entries) = std::fs::read_dir(dir.join("snapshots/chunks")) else { return Vec::new() };
-    let mut packs: Vec<_> = entries
-        .map(|e| e.unwrap())
-        .map(|e| (e.file_name().into_string().unwrap(), e.metadata().unwrap().len()))
-        .collect();
-    packs.sort();
-    packs
+    let packs =
+        regina_storage::chunk_packs::pack_files(&dir.join("snapshots").join(regina_storage::snapshot::PACKS_DIR))
+            .unwrap();
+    packs.into_iter().map(|(path, len)| (path.file_name().unwrap().to_string_lossy().into_owned(), len)).collect()
 }
 
 async fn snapshot(sm: &mut StateMachineStore) {
@@ -92,6 +89,11 @@ async fn a_snapshot_writes_only_the_chunks_the_last_one_lacks() {
     let written = sm.shared().snapshot_bytes();
     assert!(written < live.len() as u64 / 3, "{written} bytes written of {}", live.len());
     assert!(sm.get_current_snapshot().await.unwrap().unwrap().snapshot.get_ref() == &live);
+    // A backup carries a plain file, its holes filled.
+    let file = sm.shared().latest_snapshot_file().unwrap().unwrap();
+    assert_eq!(&file[4..8], &1u32.to_le_bytes());
+    assert!(regina_storage::snapshot::decode(&file).unwrap().1 == live);
+    assert!(regina_consensus::backup::facts(&file).is_ok());
     drop(sm);
 
     // A restart reads the chunks back into the same state.

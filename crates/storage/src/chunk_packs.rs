@@ -367,6 +367,19 @@ impl PackReader {
     }
 }
 
+/// The packs in `dir` (a snapshot directory's [`crate::snapshot::PACKS_DIR`]),
+/// in id order, with their sizes: what an operator or a test looks at.
+pub fn pack_files(dir: &Path) -> io::Result<Vec<(PathBuf, u64)>> {
+    pack_ids(dir)?
+        .into_iter()
+        .map(|id| {
+            let path = pack_path(dir, id);
+            let len = fs::metadata(&path).map_err(|e| io_context(format!("reading {}", path.display()), e))?.len();
+            Ok((path, len))
+        })
+        .collect()
+}
+
 fn pack_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{PREFIX}{id:010}{SUFFIX}"))
 }

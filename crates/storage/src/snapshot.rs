@@ -35,7 +35,7 @@ const VERSION: u32 = 1;
 /// A file whose data has holes filled from chunk packs.
 pub(crate) const HOLED_VERSION: u32 = 2;
 /// Where the chunk packs are, inside the snapshot directory.
-const PACKS_DIR: &str = "chunks";
+pub const PACKS_DIR: &str = "chunks";
 const PREFIX: &str = "snapshot-";
 const SNAP_SUFFIX: &str = ".snap";
 const TEMP_SUFFIX: &str = ".tmp";

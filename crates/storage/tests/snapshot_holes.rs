@@ -82,13 +82,8 @@ fn only_snapshot(store: &SnapshotStore) -> PathBuf {
 }
 
 fn packs(dir: &Path) -> Vec<(String, u64)> {
-    let Ok(entries) = fs::read_dir(dir.join("chunks")) else { return Vec::new() };
-    let mut packs: Vec<_> = entries
-        .map(|e| e.unwrap())
-        .map(|e| (e.file_name().into_string().unwrap(), e.metadata().unwrap().len()))
-        .collect();
-    packs.sort();
-    packs
+    let packs = regina_storage::chunk_packs::pack_files(&dir.join(regina_storage::snapshot::PACKS_DIR)).unwrap();
+    packs.into_iter().map(|(path, len)| (path.file_name().unwrap().to_string_lossy().into_owned(), len)).collect()
 }
 
 fn streamed(path: &Path) -> Result<Vec<u8>, String> {
