@@ -198,3 +198,34 @@ fn damage_in_a_pack_or_the_frames_refuses_the_snapshot() {
         assert!(streamed(&path).is_err(), "a flip at {at} of {}", file.len());
     }
 }
+
+/// A save whose packs were synced but whose snapshot file was not leaves
+/// the snapshot before it whole, packs and all; what it appended is
+/// durable, so the next save names it without writing it again.
+#[test]
+fn a_save_that_fails_after_its_packs_leaves_the_last_snapshot_whole() {
+    use std::sync::Arc;
+    let dir = fast_tempdir();
+    let io = Arc::new(regina_storage::FaultyIo::new());
+    let store = SnapshotStore::open_with_io(dir.path(), io.clone()).unwrap();
+    let mut enc = Encoding::new(20, 1000);
+    store.save_holed("00000000000000000001-0000000001", b"one", &mut |out| enc.encode(out)).unwrap();
+    let first = enc.flat();
+
+    enc.records.push(record(500));
+    enc.holes.push((20, 0..RECORD));
+    enc.runs.push(b"later".to_vec());
+    // The save's first sync is its pack's, the second its file's.
+    io.fail_syncs_from(io.syncs() + 1);
+    let failed = store.save_holed("00000000000000000002-0000000001", b"two", &mut |out| enc.encode(out));
+    assert!(failed.is_err(), "{failed:?}");
+    io.heal();
+    assert_eq!(store.load_latest().unwrap(), Some((b"one".to_vec(), first.clone())));
+    let reopened = SnapshotStore::open(dir.path()).unwrap();
+    assert_eq!(reopened.load_latest().unwrap(), Some((b"one".to_vec(), first)));
+    drop(reopened);
+
+    let saved = store.save_holed("00000000000000000003-0000000001", b"three", &mut |out| enc.encode(out)).unwrap();
+    assert_eq!(saved.pack_bytes, 0, "the failed save's appends were synced, and are named again");
+    assert_eq!(store.load_latest().unwrap(), Some((b"three".to_vec(), enc.flat())));
+}
