@@ -157,11 +157,19 @@ async fn a_node_behind_a_purged_log_catches_up_from_a_snapshot_with_its_bodies()
     for batch in 0..20 {
         push(&c, &l, items("snap", &format!("s{}", batch % 4), 100 + batch * 50, 50)).await;
     }
+    // A partition past a sealed chunk of 1,024 messages: the leader's
+    // snapshot is holed, and the follower is sent it filled.
+    for batch in 0..11 {
+        push(&c, &l, items("snap", "big", 10_000 + batch * 100, 100)).await;
+    }
     let (s, v) = post_json(&c, &format!("{l}/api/v1/cluster/snapshot"), &json!({})).await;
     assert_eq!(s, 200, "{v}");
     let snap = v["snapshotIndex"].as_u64().expect("a snapshot index");
     let h = cluster.node(leader).health().unwrap();
     assert!(h["snapshotIndex"].as_u64() >= Some(snap), "{h}");
+    let packs_dir = cluster.node(leader).data_dir.join("snapshots").join(regina_storage::snapshot::PACKS_DIR);
+    let packs = regina_storage::chunk_packs::pack_files(&packs_dir).unwrap();
+    assert!(!packs.is_empty(), "the leader's snapshot left its sealed chunk in no pack");
 
     cluster.node(behind).start();
     let deadline = Instant::now() + CONVERGE;
@@ -191,6 +199,8 @@ async fn a_node_behind_a_purged_log_catches_up_from_a_snapshot_with_its_bodies()
         n += msgs.len();
     }
     assert_eq!(n, 1000);
+    let big = drain(&c, &b, "snap", "big", "check", 10).await;
+    assert_eq!(big.len(), 1_100);
 }
 
 /// Timers fire from whichever node leads: scheduled before a leader kill,
