@@ -61,7 +61,7 @@ impl State {
                 continue;
             }
             let groups = q.groups.len();
-            let mut dropped = 0;
+            let (mut dropped, mut dropped_bytes) = (0, 0);
             for pidx in 0..q.partitions.len() as u32 {
                 // Read first: a partition a snapshot still shares is copied
                 // only when something is really dropped from it.
@@ -89,10 +89,11 @@ impl State {
                 }
                 let (p, index) = q.partition_and_index_mut(pidx).expect("in range");
                 let before = p.msgs.len() as u64;
-                p.drop_before(index, floor.min(leased_floor));
+                dropped_bytes += p.drop_before(index, floor.min(leased_floor));
                 dropped += before - p.msgs.len() as u64;
             }
             q.kept -= dropped;
+            q.kept_bytes -= dropped_bytes;
         }
     }
 }

@@ -196,15 +196,23 @@ impl Partition {
     }
 
     /// Drops messages below `offset` (retention), from `index` too; cursors
-    /// below follow.
-    pub fn drop_before(&mut self, mut index: Option<&mut TxnIndex>, offset: u64) {
+    /// below follow. Returns the body bytes dropped.
+    pub fn drop_before(&mut self, mut index: Option<&mut TxnIndex>, offset: u64) -> u64 {
         let offset = offset.min(self.next_offset());
+        let mut bytes = 0;
         while self.base < offset {
             if let Some(m) = self.msgs.pop_front() {
                 forget(index.as_deref_mut(), m.txn, self.base);
+                bytes += u64::from(m.len);
             }
             self.base += 1;
         }
+        bytes
+    }
+
+    /// Body bytes of the kept messages (a walk of every one).
+    pub fn kept_bytes(&self) -> u64 {
+        self.msgs.iter().map(|m| u64::from(m.len)).sum()
     }
 }
 

@@ -120,6 +120,7 @@ impl State {
         let len = bytes.len() as u32;
         let q = self.queues.get_mut(&qid).expect("just created");
         q.kept += 1;
+        q.kept_bytes += u64::from(len);
         let (offset, partition_id) = q.push_meta(pidx, MsgMeta::new(pos, len, now, hash));
         q.mark_ready(pidx);
         writes.push(BodyWrite { pos, bytes });

@@ -72,6 +72,12 @@ pub struct Queue {
     /// Messages kept across partitions (what `maxSize` bounds).
     #[serde(default)]
     pub kept: u64,
+    /// Body bytes of those messages: kept beside the count, not summed over
+    /// every message when asked (the dashboard's sampler read 2.6 GB of
+    /// message metadata every 10 s at 66 M messages, docs/benchmarks.md
+    /// item 40). Not stored: a decode sums it once ([`Queue::rebuild_kept_bytes`]).
+    #[serde(skip)]
+    pub kept_bytes: u64,
     /// The partitions' transaction-id indexes: a cache, neither copied nor
     /// stored ([`crate::txn_index`]).
     #[serde(skip)]
@@ -147,6 +153,7 @@ impl Queue {
             dlq: Vec::new(),
             created_ms: now_ms,
             kept: 0,
+            kept_bytes: 0,
             txn_indexes: TxnIndexes::default(),
         }
     }
@@ -170,6 +177,7 @@ impl Queue {
             dlq: self.dlq.clone(),
             created_ms: self.created_ms,
             kept: self.kept,
+            kept_bytes: self.kept_bytes,
             txn_indexes: TxnIndexes::default(),
         }
     }
@@ -209,6 +217,12 @@ impl Queue {
     /// Builds every partition's index that wants one: after decoding.
     pub fn rebuild_txn_indexes(&mut self) {
         self.txn_indexes.rebuild(self.partitions.iter().map(|p| p.as_ref()));
+    }
+
+    /// Sums [`Queue::kept_bytes`] from the messages (a decoded queue has
+    /// none).
+    pub fn rebuild_kept_bytes(&mut self) {
+        self.kept_bytes = self.partitions.iter().map(|p| p.kept_bytes()).sum();
     }
 
     /// A partition to change. Partitions may be shared with a snapshot

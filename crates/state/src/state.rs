@@ -353,6 +353,7 @@ impl State {
     fn rebuild_txn_indexes(&mut self) {
         for q in self.queues.values_mut() {
             q.rebuild_txn_indexes();
+            q.rebuild_kept_bytes();
         }
         for t in self.tenants.values_mut() {
             t.rebuild_txn_indexes();

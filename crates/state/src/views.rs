@@ -80,7 +80,7 @@ pub fn created_at(p: &Partition, offset: u64) -> Option<u64> {
 
 /// Body bytes of the kept messages of a partition.
 pub fn kept_bytes(p: &Partition) -> u64 {
-    p.msgs.iter().map(|m| m.len as u64).sum()
+    p.kept_bytes()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -590,7 +590,7 @@ pub fn queue_summary(q: &Queue, now_ms: u64) -> QueueSummary {
         partitions: q.partitions.len() as u64,
         counts: view.totals(),
         depth: (0..q.partitions.len() as u32).map(|i| depth(q, i)).sum(),
-        bytes: q.partitions.iter().map(|p| kept_bytes(p)).sum(),
+        bytes: q.kept_bytes,
         dlq_rows: q.dlq.len() as u64,
         groups: groups(q).count() as u64,
         last_write_ms: q.partitions.iter().map(|p| p.last_write_ms).max(),

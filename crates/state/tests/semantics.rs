@@ -329,6 +329,37 @@ fn retention_drops_old_messages_and_delete_removes_the_queue() {
     assert_eq!(h.apply(Command::DeleteQueue { queue: "q".into() }), Outcome::Deleted { existed: false });
 }
 
+/// A queue's body bytes are counted as messages come and go (pushes,
+/// retention), not summed over every message when asked, and a decoded
+/// state counts the same.
+#[test]
+fn a_queues_kept_bytes_follow_pushes_and_retention() {
+    let sum = |h: &Harness| h.state.queue("q").unwrap().partitions.iter().map(|p| p.kept_bytes()).sum::<u64>();
+    let mut h = Harness::new();
+    configure(
+        &mut h,
+        "q",
+        OptionsPatch { retention_seconds: Some(10), retention_enabled: Some(true), ..Default::default() },
+    );
+    for i in 0..1_500 {
+        h.push("q", &format!("P{}", i % 2), &format!("old-{i}"));
+    }
+    h.now += 11_000;
+    for i in 0..700 {
+        h.push("q", &format!("P{}", i % 3), &format!("new-{i}"));
+    }
+    let q = h.state.queue("q").unwrap();
+    assert!(q.kept_bytes > 0 && q.kept_bytes == sum(&h), "{} against {}", q.kept_bytes, sum(&h));
+    h.apply(Command::Sweep);
+    let q = h.state.queue("q").unwrap();
+    assert_eq!(q.kept, 700, "retention dropped the old messages");
+    assert_eq!(q.kept_bytes, sum(&h));
+    let summary = regina_state::views::queue_summary(q, h.state.now_ms);
+    assert_eq!(summary.bytes, q.kept_bytes);
+    let back = regina_state::State::decode(&h.state.encode()).unwrap();
+    assert_eq!(back.queue("q").unwrap().kept_bytes, q.kept_bytes);
+}
+
 fn txn(h: &mut Harness, ops: Vec<TxnOp>) -> TxnOutcome {
     match h.apply(Command::Transaction(TxnCmd { ops, kv: Vec::new(), timers: Vec::new() })) {
         Outcome::Txn(t) => t,
