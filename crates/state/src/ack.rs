@@ -144,7 +144,7 @@ impl State {
                 qid,
                 DlqEntry {
                     partition_id: item.partition_id,
-                    partition: p.name.clone(),
+                    partition: p.name.to_string(),
                     offset,
                     pos: meta.pos,
                     len: meta.len,

@@ -1,64 +1,9 @@
-//! Decoding the large indexes of a snapshot in bulk. serde's own maps and
-//! sets start small whatever length the encoding announces (a cautious cap
-//! against lengths a damaged input invents) and grow by doubling, rehashing
-//! every key at each step. A restart with 10,000,000 partitions spent about
-//! a sixth of its time there. These take the announced length (a
-//! snapshot's bytes are checksummed before they are decoded), up to a cap.
-//! The encoding is unchanged. (The groups' ready sets, once sets read here,
-//! are bits: [`crate::ready_set`].)
-
-use std::collections::HashMap;
-use std::fmt;
-use std::hash::{BuildHasher, Hash};
-use std::marker::PhantomData;
-
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-
-/// The most elements reserved up front; a longer map or set grows from there.
-const RESERVE_MAX: usize = 1 << 24;
-
-fn reserve(hint: Option<usize>) -> usize {
-    hint.unwrap_or(0).min(RESERVE_MAX)
-}
-
-/// A [`crate::hash::FastMap`] (or any hash map: the partition-id index's
-/// [`crate::hash::IdMap`]) sized for its announced length before its first
-/// entry, its entries inserted in the order of the buckets they land in
-/// ([`in_bucket_order`]).
-pub fn fast_map<'de, D, K, V, S>(d: D) -> Result<HashMap<K, V, S>, D::Error>
-where
-    D: Deserializer<'de>,
-    K: Deserialize<'de> + Eq + Hash + Clone,
-    V: Deserialize<'de> + Clone,
-    S: BuildHasher + Default + Clone,
-{
-    struct Entries<K, V, S>(PhantomData<(K, V, S)>);
-    impl<'de, K, V, S> Visitor<'de> for Entries<K, V, S>
-    where
-        K: Deserialize<'de> + Eq + Hash + Clone,
-        V: Deserialize<'de> + Clone,
-        S: BuildHasher + Default + Clone,
-    {
-        type Value = HashMap<K, V, S>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a map")
-        }
-        fn visit_map<M: MapAccess<'de>>(self, mut entries: M) -> Result<Self::Value, M::Error> {
-            let reserved = reserve(entries.size_hint());
-            let mut map = HashMap::with_capacity_and_hasher(reserved, S::default());
-            let mut read = Vec::with_capacity(reserved);
-            while let Some(entry) = entries.next_entry::<K, V>()? {
-                read.push(entry);
-            }
-            map.reserve(read.len());
-            let hasher = map.hasher().clone();
-            in_bucket_order(&mut read, buckets_of(map.capacity()), |(k, _)| hasher.hash_one(k));
-            map.extend(read);
-            Ok(map)
-        }
-    }
-    d.deserialize_map(Entries(PhantomData))
-}
+//! Filling a large hash table in bulk, as a decode rebuilds one: its items
+//! ordered by the bucket each lands in, so the table is written front to
+//! back (the name index, [`crate::name_index`]). The partition-id index,
+//! once a hash map filled this way, is pages of places now
+//! ([`crate::partition_ids`]); the groups' ready sets are bits
+//! ([`crate::ready_set`]).
 
 /// The bucket count of a hash table (hashbrown's, std's) that holds
 /// `capacity` entries: seven eighths of its buckets, a power of two.
@@ -109,16 +54,6 @@ pub fn in_bucket_order<T: Clone>(items: &mut Vec<T>, buckets: usize, hash: impl 
 
 #[cfg(test)]
 mod tests {
-    use serde::{Deserialize, Serialize};
-
-    use crate::hash::FastMap;
-
-    #[derive(Serialize, Deserialize, PartialEq, Debug)]
-    struct Named {
-        #[serde(deserialize_with = "super::fast_map")]
-        map: FastMap<String, u32>,
-    }
-
     #[test]
     fn bucket_order_sorts_by_the_top_bits_of_the_bucket_and_keeps_every_item() {
         let mix = |x: &u64| x.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (x >> 7);
@@ -140,33 +75,5 @@ mod tests {
         assert_eq!(super::buckets_of(0), 1);
         assert_eq!(super::buckets_of(7), 8);
         assert_eq!(super::buckets_of(14_680_064), 1 << 24);
-    }
-
-    #[test]
-    fn a_map_past_the_bucket_order_size_decodes_whole() {
-        let named = Ids { map: (0..100_000u64).map(|i| (i * 7919, (i as u32, 3))).collect() };
-        let bytes = bincode::serialize(&named).unwrap();
-        assert_eq!(bincode::deserialize::<Ids>(&bytes).unwrap(), named);
-    }
-
-    #[derive(Serialize, Deserialize, PartialEq, Debug)]
-    struct Ids {
-        #[serde(deserialize_with = "super::fast_map")]
-        map: FastMap<u64, (u32, u32)>,
-    }
-
-    #[test]
-    fn bulk_decoding_reads_what_serde_wrote() {
-        for n in [0u32, 1, 7, 5_000] {
-            let named = Named { map: (0..n).map(|i| (format!("p{i}"), i * 3)).collect() };
-            let bytes = bincode::serialize(&named).unwrap();
-            assert_eq!(bincode::deserialize::<Named>(&bytes).unwrap(), named, "{n}");
-            let text = serde_json::to_string(&named).unwrap();
-            assert_eq!(serde_json::from_str::<Named>(&text).unwrap(), named, "{n}");
-        }
-        // A length the input does not hold fails instead of reserving it all.
-        let mut bytes = bincode::serialize(&Named { map: FastMap::default() }).unwrap();
-        bytes[..8].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(bincode::deserialize::<Named>(&bytes).is_err());
     }
 }

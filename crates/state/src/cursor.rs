@@ -72,3 +72,82 @@ impl Cursor {
         }
     }
 }
+
+/// A partition's cursors, one slot per group of its queue by group number.
+/// One word in the partition, the slots behind it: a `Vec` in place was
+/// three words in every partition, and most partitions of a large queue
+/// hold no cursor (docs/benchmarks.md, item 41). Reads as a slice; encodes
+/// as the sequence the `Vec` encoded to.
+#[derive(Debug, Clone, Default)]
+// The box is the point: one word in place of the `Vec`'s three.
+#[allow(clippy::box_collection)]
+pub struct Cursors(Option<Box<Vec<Option<Cursor>>>>);
+
+impl Cursors {
+    /// Grows the slots to `len` (new ones empty); never shrinks them.
+    pub fn grow_to(&mut self, len: usize) {
+        if self.len() < len {
+            self.0.get_or_insert_with(Default::default).resize(len, None);
+        }
+    }
+}
+
+impl std::ops::Deref for Cursors {
+    type Target = [Option<Cursor>];
+    fn deref(&self) -> &[Option<Cursor>] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl std::ops::DerefMut for Cursors {
+    fn deref_mut(&mut self) -> &mut [Option<Cursor>] {
+        match &mut self.0 {
+            Some(v) => v.as_mut_slice(),
+            None => &mut [],
+        }
+    }
+}
+
+impl PartialEq for Cursors {
+    fn eq(&self, other: &Cursors) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Cursors {}
+
+impl Serialize for Cursors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cursors {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let slots = Vec::<Option<Cursor>>::deserialize(d)?;
+        Ok(Cursors(if slots.is_empty() { None } else { Some(Box::new(slots)) }))
+    }
+}
+
+#[cfg(test)]
+mod cursors_tests {
+    use super::*;
+
+    #[test]
+    fn cursors_encode_as_the_vec_they_replace() {
+        let mut c = Cursors::default();
+        assert_eq!(bincode::serialize(&c).unwrap(), bincode::serialize(&Vec::<Option<Cursor>>::new()).unwrap());
+        c.grow_to(3);
+        c[2] = Some(Cursor::at(7));
+        let plain = vec![None, None, Some(Cursor::at(7))];
+        let bytes = bincode::serialize(&c).unwrap();
+        assert_eq!(bytes, bincode::serialize(&plain).unwrap());
+        assert_eq!(bincode::deserialize::<Cursors>(&bytes).unwrap(), c);
+        c.grow_to(1);
+        assert_eq!(c.len(), 3, "never shrinks");
+        assert_eq!(
+            Cursors::default(),
+            bincode::deserialize::<Cursors>(&bincode::serialize(&Cursors::default()).unwrap()).unwrap()
+        );
+    }
+}

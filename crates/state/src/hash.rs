@@ -11,8 +11,9 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 /// See [`FastMap`].
 pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
-/// The partition-id index: ids the state hands out in sequence, mapped to
-/// where each partition sits ([`PlaceHasher`]).
+/// Keys the state hands out in sequence: the partition-id index's pages, by
+/// page number ([`crate::partition_ids`], [`PlaceHasher`]), and the state v5
+/// encoding's map of partition ids.
 pub type IdMap<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<PlaceHasher>>;
 
 /// A hash for ids the state assigns one after another: the id itself in

@@ -48,6 +48,7 @@ pub mod name_index;
 pub mod options;
 pub mod outcome;
 pub mod partition;
+pub mod partition_ids;
 pub mod partitions;
 pub mod pop;
 pub mod push;

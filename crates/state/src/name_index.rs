@@ -54,13 +54,13 @@ impl NameIndex {
     /// The place of the partition named `name` among `partitions`.
     pub fn get(&self, name: &str, partitions: &Partitions) -> Option<u32> {
         let hash = self.hash(name);
-        let named = |s: &Slot| s.hash == hash && partitions.get(s.place as usize).is_some_and(|p| p.name == name);
+        let named = |s: &Slot| s.hash == hash && partitions.get(s.place as usize).is_some_and(|p| *p.name == *name);
         self.slots.find(spread(hash), named).map(|s| s.place)
     }
 
     /// Indexes the partition at `place`, whose name is not yet indexed.
     pub fn insert(&mut self, place: u32, partitions: &Partitions) {
-        let name = partitions.get(place as usize).expect("an indexed partition exists").name.as_str();
+        let name = partitions.get(place as usize).expect("an indexed partition exists").name.as_ref();
         debug_assert!(self.get(name, partitions).is_none(), "partition {name} indexed twice");
         let hash = self.hash(name);
         self.slots.insert_unique(spread(hash), Slot { place, hash }, |s| spread(s.hash));
@@ -74,7 +74,7 @@ impl NameIndex {
             partitions.iter().enumerate().map(|(i, p)| Slot { place: i as u32, hash: index.hash(&p.name) }).collect();
         // Inserted in bucket order, the table is written front to back.
         crate::bulk::in_bucket_order(&mut slots, crate::bulk::buckets_of(index.slots.capacity()), |s| spread(s.hash));
-        let name = |s: &Slot| partitions.get(s.place as usize).map_or("", |p| p.name.as_str());
+        let name = |s: &Slot| partitions.get(s.place as usize).map_or("", |p| &*p.name);
         for slot in slots {
             let same = |s: &Slot| s.hash == slot.hash && name(s) == name(&slot);
             match index.slots.entry(spread(slot.hash), same, |s| spread(s.hash)) {
@@ -157,7 +157,7 @@ impl<'de> Deserialize<'de> for AnyName {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use crate::partitions::PArc;
 
     use super::*;
     use crate::partition::Partition;
@@ -165,7 +165,7 @@ mod tests {
     fn partitions(names: &[String]) -> Partitions {
         let mut ps = Partitions::new();
         for (i, n) in names.iter().enumerate() {
-            ps.push(Arc::new(Partition::new(i as u64 + 1, n.clone(), 0)));
+            ps.push(PArc::new(Partition::new(i as u64 + 1, n.clone(), 0)));
         }
         ps
     }
@@ -200,7 +200,7 @@ mod tests {
         let ps = partitions(&["a".into(), "b".into()]);
         let index = NameIndex::of(&ps).unwrap();
         let mut other = ps.clone();
-        Arc::make_mut(other.get_mut(1).unwrap()).name = "c".into();
+        PArc::make_mut(other.get_mut(1).unwrap()).name = "c".into();
         assert_eq!(index.get("b", &ps), Some(1));
         assert_eq!(index.get("b", &other), None, "a slot whose partition has another name is no match");
     }

@@ -224,7 +224,7 @@ fn claim_partition(q: &mut Queue, pidx: u32, how: &Claiming, cmd: &PopCmd) -> Op
             duration_ms: how.lease_ms,
         });
     }
-    let (partition, partition_id) = (p.name.clone(), p.id);
+    let (partition, partition_id) = (p.name.to_string(), p.id);
     Some(Claim { queue: q.name.clone(), partition, partition_id, messages })
 }
 

@@ -6,9 +6,9 @@ use crate::hash::{txn_hash, FastSet};
 use crate::options::QueueOptions;
 use crate::outcome::{PushResult, PushStatus};
 use crate::partition::{MsgMeta, Partition};
+use crate::partitions::PArc;
 use crate::state::State;
 use crate::txn_index::TxnIndex;
-use std::sync::Arc;
 
 /// Transaction ids are remembered at least this long, so late acks still
 /// resolve even on a queue with a short dedup window.
@@ -136,7 +136,7 @@ impl State {
             return (q.id, i);
         }
         let idx = q.partitions.len() as u32;
-        q.partitions.push(Arc::new(Partition::new(next_pid, partition.to_string(), now)));
+        q.partitions.push(PArc::new(Partition::new(next_pid, partition.to_string(), now)));
         q.partition_index.insert(idx, &q.partitions);
         let qid = q.id;
         self.partition_ids.insert(next_pid, (qid, idx));

@@ -1,8 +1,6 @@
 //! A queue: its options and labels, its partitions, its consumer groups and
 //! its dead-letter list.
 
-use std::sync::Arc;
-
 use crate::hash::FastMap;
 use crate::name_index::NameIndex;
 
@@ -11,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::Subscription;
 use crate::options::QueueOptions;
 use crate::partition::{MsgMeta, Partition};
-use crate::partitions::Partitions;
+use crate::partitions::{PArc, Partitions};
 use crate::ready_set::ReadySet;
 use crate::txn_index::{TxnIndex, TxnIndexes};
 
@@ -112,7 +110,7 @@ impl Serialize for NamesOf<'_> {
         use serde::ser::SerializeMap;
         let mut map = s.serialize_map(Some(self.0.len()))?;
         for (i, p) in self.0.iter().enumerate() {
-            map.serialize_entry(p.name.as_str(), &(i as u32))?;
+            map.serialize_entry(&*p.name, &(i as u32))?;
         }
         map.end()
     }
@@ -191,7 +189,7 @@ impl Queue {
     /// Partition `pidx` to change (see [`Queue::partition_mut`]), with its
     /// transaction-id index if it has one.
     pub fn partition_and_index_mut(&mut self, pidx: u32) -> Option<(&mut Partition, Option<&mut TxnIndex>)> {
-        let p = self.partitions.get_mut(pidx as usize).map(Arc::make_mut)?;
+        let p = self.partitions.get_mut(pidx as usize).map(PArc::make_mut)?;
         Some((p, self.txn_indexes.get_mut(pidx)))
     }
 
@@ -200,7 +198,7 @@ impl Queue {
     /// returns its offset and the partition's id. One unsharing of the
     /// partition for all three.
     pub fn push_meta(&mut self, pidx: u32, meta: MsgMeta) -> (u64, u64) {
-        let p = Arc::make_mut(self.partitions.get_mut(pidx as usize).expect("a partition of this queue"));
+        let p = PArc::make_mut(self.partitions.get_mut(pidx as usize).expect("a partition of this queue"));
         let offset = p.push_meta(meta);
         p.last_write_ms = meta.created_ms;
         self.txn_indexes.appended(pidx, p, &meta, offset);
@@ -230,12 +228,12 @@ impl Queue {
     /// [`Queue::partitions_mut`]): a shared partition is copied first
     /// (`Arc::make_mut`), so the snapshot keeps what it took.
     pub fn partition_mut(&mut self, pidx: u32) -> Option<&mut Partition> {
-        self.partitions.get_mut(pidx as usize).map(Arc::make_mut)
+        self.partitions.get_mut(pidx as usize).map(PArc::make_mut)
     }
 
     /// Every partition, to change (see [`Queue::partition_mut`]).
     pub fn partitions_mut(&mut self) -> impl Iterator<Item = &mut Partition> {
-        self.partitions.iter_mut().map(Arc::make_mut)
+        self.partitions.iter_mut().map(PArc::make_mut)
     }
 
     pub fn partition_by_name(&self, name: &str) -> Option<u32> {

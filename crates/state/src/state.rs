@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 
-use crate::hash::{FastMap, IdMap};
+use crate::hash::FastMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -36,8 +36,7 @@ pub struct State {
     pub next_queue_id: u32,
     /// Partition id to (queue id, partition index): every partition of
     /// every queue, and nothing else (the encoding writes it from them).
-    #[serde(deserialize_with = "crate::bulk::fast_map")]
-    pub partition_ids: IdMap<(u32, u32)>,
+    pub partition_ids: crate::partition_ids::PartitionIds,
     pub next_partition_id: u64,
     pub leases: FastMap<String, LeaseEntry>,
     pub lease_expiry: BTreeSet<(u64, String)>,
@@ -427,13 +426,14 @@ impl State {
             return Err("queue map and name index disagree".into());
         }
         let partitions: usize = self.queues.values().map(|q| q.partitions.len()).sum();
+        self.partition_ids.check()?;
         if self.partition_ids.len() != partitions {
             return Err(format!("{partitions} partitions, {} in the id index", self.partition_ids.len()));
         }
         let indexed = self
             .partition_ids
             .iter()
-            .fold(0u64, |sum, (pid, (qid, pidx))| sum.wrapping_add(place_print(*pid, *qid, *pidx)));
+            .fold(0u64, |sum, (pid, (qid, pidx))| sum.wrapping_add(place_print(pid, *qid, *pidx)));
         if indexed != places {
             return Err("the partition-id index disagrees with the partitions' places".into());
         }

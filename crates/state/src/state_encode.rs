@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::hash::{FastMap, IdMap};
+use crate::hash::FastMap;
 use crate::queue::Queue;
 use crate::state::{LeaseEntry, State};
 
@@ -120,7 +120,7 @@ impl State {
             queue_names: self.queue_names.clone(),
             queues: self.queues.iter().map(|(id, q)| (*id, q.copy_to_encode())).collect(),
             next_queue_id: self.next_queue_id,
-            partition_ids: IdMap::default(),
+            partition_ids: crate::partition_ids::PartitionIds::default(),
             next_partition_id: self.next_partition_id,
             leases: self.leases.clone(),
             lease_expiry: self.lease_expiry.clone(),

@@ -339,7 +339,7 @@ pub fn messages(state: &State, f: &MessageFilter, skip: usize, limit: usize, now
     for q in queues_where(state, f.queue, f.namespace, f.task) {
         let view = QueueView::new(q, now_ms);
         for (pidx, p) in q.partitions.iter().enumerate() {
-            if f.partition.is_some_and(|n| n != p.name) {
+            if f.partition.is_some_and(|n| n != &*p.name) {
                 continue;
             }
             let lens = view.lens(pidx as u32);
@@ -370,7 +370,7 @@ pub fn messages(state: &State, f: &MessageFilter, skip: usize, limit: usize, now
             let p = &q.partitions[pidx as usize];
             Some(MessageRow {
                 queue: q.name.clone(),
-                partition: p.name.clone(),
+                partition: p.name.to_string(),
                 partition_id: p.id,
                 namespace: q.namespace.clone(),
                 task: q.task.clone(),
@@ -433,7 +433,7 @@ pub fn lanes(state: &State, only: Option<&str>, now_ms: u64) -> Vec<Lane> {
                 let pos = position(q, pidx, g);
                 out.push(Lane {
                     queue: q.name.clone(),
-                    partition: p.name.clone(),
+                    partition: p.name.to_string(),
                     partition_id: p.id,
                     group: group.name.clone(),
                     position: pos,
@@ -532,7 +532,7 @@ pub fn partition_row(view: &QueueView, pidx: u32) -> PartitionRow {
     let (q, p) = (view.q, &view.q.partitions[pidx as usize]);
     PartitionRow {
         queue: q.name.clone(),
-        name: p.name.clone(),
+        name: p.name.to_string(),
         id: p.id,
         depth: depth(q, pidx),
         counts: view.partition_counts(pidx),
@@ -687,7 +687,7 @@ pub fn changed(q: &Queue, since_ms: Option<u64>, start: usize, limit: usize) -> 
             continue;
         }
         rows.push(ChangedRow {
-            name: p.name.clone(),
+            name: p.name.to_string(),
             id: p.id,
             last_offset: p.next_offset() as i64 - 1,
             log_start: p.base,

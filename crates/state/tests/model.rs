@@ -1214,7 +1214,7 @@ fn compare(state: &State, model: &Model, bodies: &Bodies) -> Result<(), String> 
     }
     for (name, parts) in &model.queues {
         let q = state.queue(name).ok_or(format!("queue {name} is missing"))?;
-        let got: Vec<(&str, u64)> = q.partitions.iter().map(|p| (p.name.as_str(), p.id)).collect();
+        let got: Vec<(&str, u64)> = q.partitions.iter().map(|p| (&*p.name, p.id)).collect();
         let want: Vec<(&str, u64)> = parts.iter().map(|p| (p.name.as_str(), p.id)).collect();
         if got != want {
             return Err(format!("partitions of {name}: {got:?}, the model has {want:?}"));

@@ -162,7 +162,7 @@ fn the_invariant_check_finds_a_wrong_partition_id_entry() {
         h.push(if i % 2 == 0 { "a" } else { "b" }, &format!("P{i}"), "t");
     }
     h.state.check_invariants().unwrap();
-    let (&pid, &(qid, pidx)) = h.state.partition_ids.iter().next().unwrap();
+    let (pid, &(qid, pidx)) = h.state.partition_ids.iter().next().unwrap();
     let breaks: [&dyn Fn(&mut State); 4] = [
         &|s| {
             s.partition_ids.insert(pid, (qid, pidx + 1));

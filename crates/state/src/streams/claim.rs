@@ -94,7 +94,7 @@ impl State {
         if q.name != source {
             return (ClaimStatus::Missing, String::new(), None);
         }
-        let name = q.partitions[pidx as usize].name.clone();
+        let name = q.partitions[pidx as usize].name.to_string();
         let Some(&gid) = q.group_index.get(group) else { return (ClaimStatus::Missing, name, None) };
         let p = q.partition_mut(pidx).expect("checked above");
         let end = p.next_offset();
