@@ -30,13 +30,14 @@ const EMPTY: u32 = u32::MAX;
 /// A partition's place: its queue's id and its index in that queue.
 pub type Place = (u32, u32);
 
+#[derive(Clone)]
 struct Page {
     places: Box<[Place; PAGE]>,
     /// Slots holding a place.
     live: u32,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct PartitionIds {
     /// By page number (id / [`PAGE`]); none empty.
     pages: IdMap<Page>,
@@ -120,13 +121,6 @@ impl PartitionIds {
             return Err(format!("partition-id pages hold {total} places against {} counted", self.len));
         }
         Ok(())
-    }
-}
-
-impl Clone for PartitionIds {
-    fn clone(&self) -> Self {
-        let pages = self.pages.iter().map(|(n, p)| (*n, Page { places: p.places.clone(), live: p.live })).collect();
-        PartitionIds { pages, len: self.len }
     }
 }
 

@@ -67,7 +67,7 @@ impl Partitions {
     }
 
     /// Partition `i`, its chunk unshared first (the caller then unshares
-    /// the partition itself with `Arc::make_mut`).
+    /// the partition itself with `PArc::make_mut`).
     pub fn get_mut(&mut self, i: usize) -> Option<&mut PArc<Partition>> {
         if i >= self.len {
             return None;

@@ -226,7 +226,7 @@ impl Queue {
     /// A partition to change. Partitions may be shared with a snapshot
     /// being encoded, and every write goes through here (or
     /// [`Queue::partitions_mut`]): a shared partition is copied first
-    /// (`Arc::make_mut`), so the snapshot keeps what it took.
+    /// (`PArc::make_mut`), so the snapshot keeps what it took.
     pub fn partition_mut(&mut self, pidx: u32) -> Option<&mut Partition> {
         self.partitions.get_mut(pidx as usize).map(PArc::make_mut)
     }
