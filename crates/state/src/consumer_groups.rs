@@ -76,7 +76,7 @@ impl State {
     /// partition exists, 0 when it does not (nothing changes then).
     pub(crate) fn seek_partition(&mut self, group: &str, queue: &str, partition: &str, target: SeekTarget) -> u64 {
         let Some(qid) = self.queue_names.get(queue).copied() else { return 0 };
-        let Some(pidx) = self.queues[&qid].partitions.iter().position(|p| *p.name == *partition) else { return 0 };
+        let Some(pidx) = self.queues[&qid].partition_by_name(partition).map(|i| i as usize) else { return 0 };
         let now = self.now_ms;
         let gid = self.queues.get_mut(&qid).expect("indexed").group_id(group, crate::command::Subscription::All, now);
         let held = self.queues[&qid].partitions[pidx].cursor(gid).and_then(|c| c.lease.as_ref()).map(|l| l.id.clone());
