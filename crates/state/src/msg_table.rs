@@ -12,8 +12,11 @@
 //! so a copy shares the chunks and copies only the open tail (fewer than
 //! [`CHUNK`] messages).
 //!
-//! A partition holding a handful of messages has no sealed chunk: it pays
-//! one word for the `Option<Box<_>>` beside the tail it had before.
+//! Most partitions of a many-entity workload hold one message (or none):
+//! such a table holds it inline, in the 40 bytes the table takes in the
+//! partition, and allocates nothing. A second message moves the table to
+//! an allocation of its own (the deque and the sealed chunks), and
+//! retention that leaves one message or none moves it back.
 //!
 //! It encodes as the plain sequence a `VecDeque<MsgMeta>` encoded to, so
 //! the snapshot format is unchanged.
@@ -34,7 +37,20 @@ use crate::snapshot_holes::{take_as_hole, Chunk};
 pub const CHUNK: usize = 1024;
 
 #[derive(Debug, Default)]
-pub struct MsgTable {
+pub struct MsgTable(Repr);
+
+/// As large as a [`MsgMeta`]: the variant lives in the message's niche
+/// byte (a test holds the size).
+#[derive(Debug, Default)]
+enum Repr {
+    #[default]
+    Empty,
+    One(MsgMeta),
+    Many(Box<Many>),
+}
+
+#[derive(Debug)]
+struct Many {
     /// Full chunks, oldest first; `None` until the first is sealed.
     sealed: Option<Box<Sealed>>,
     /// The newest messages, fewer than [`CHUNK`] after every push.
@@ -55,24 +71,16 @@ impl Sealed {
     }
 }
 
-impl MsgTable {
-    pub fn with_capacity(n: usize) -> MsgTable {
-        MsgTable { sealed: None, tail: VecDeque::with_capacity(n.min(CHUNK)) }
-    }
-
-    pub fn len(&self) -> usize {
-        self.sealed_len() + self.tail.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
+impl Many {
     fn sealed_len(&self) -> usize {
         self.sealed.as_ref().map_or(0, |s| s.len())
     }
 
-    pub fn get(&self, i: usize) -> Option<&MsgMeta> {
+    fn len(&self) -> usize {
+        self.sealed_len() + self.tail.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&MsgMeta> {
         let sealed_len = self.sealed_len();
         if i >= sealed_len {
             return self.tail.get(i - sealed_len);
@@ -82,7 +90,7 @@ impl MsgTable {
         s.chunks.get(at / CHUNK).and_then(|c| c.metas.get(at % CHUNK))
     }
 
-    pub fn push_back(&mut self, meta: MsgMeta) {
+    fn push_back(&mut self, meta: MsgMeta) {
         self.tail.push_back(meta);
         if self.tail.len() == CHUNK {
             // The next tail is a full chunk's size at once: grown from
@@ -97,7 +105,7 @@ impl MsgTable {
         debug_assert!(self.tail.len() < CHUNK);
     }
 
-    pub fn pop_front(&mut self) -> Option<MsgMeta> {
+    fn pop_front(&mut self) -> Option<MsgMeta> {
         let Some(s) = &mut self.sealed else {
             return self.tail.pop_front();
         };
@@ -111,6 +119,107 @@ impl MsgTable {
             }
         }
         Some(meta)
+    }
+
+    fn runs(&self) -> impl Iterator<Item = &[MsgMeta]> + '_ {
+        let sealed = self
+            .sealed
+            .iter()
+            .flat_map(|s| s.chunks.iter().enumerate().map(move |(i, c)| &c.metas[if i == 0 { s.head } else { 0 }..]));
+        let (front, back) = self.tail.as_slices();
+        sealed.chain([front, back])
+    }
+}
+
+/// Shares the sealed chunks and copies the tail, keeping its spare room: a
+/// copy sized to its content would be copied again by the next push's
+/// growth.
+impl Clone for Many {
+    fn clone(&self) -> Self {
+        let mut tail = VecDeque::with_capacity(self.tail.capacity());
+        tail.extend(self.tail.iter().copied());
+        Many { sealed: self.sealed.clone(), tail }
+    }
+}
+
+impl Clone for MsgTable {
+    fn clone(&self) -> Self {
+        MsgTable(match &self.0 {
+            Repr::Empty => Repr::Empty,
+            Repr::One(m) => Repr::One(*m),
+            Repr::Many(many) => Repr::Many(Box::new(Many::clone(many))),
+        })
+    }
+}
+
+impl MsgTable {
+    /// Room for `n` messages: none is allocated for one or none.
+    pub fn with_capacity(n: usize) -> MsgTable {
+        if n <= 1 {
+            return MsgTable(Repr::Empty);
+        }
+        MsgTable(Repr::Many(Box::new(Many { sealed: None, tail: VecDeque::with_capacity(n.min(CHUNK)) })))
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Empty => 0,
+            Repr::One(_) => 1,
+            Repr::Many(many) => many.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Messages in sealed chunks (the rest are in the open tail).
+    #[cfg(test)]
+    fn sealed_len(&self) -> usize {
+        match &self.0 {
+            Repr::Many(many) => many.sealed_len(),
+            _ => 0,
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Option<&MsgMeta> {
+        match &self.0 {
+            Repr::Empty => None,
+            Repr::One(m) => (i == 0).then_some(m),
+            Repr::Many(many) => many.get(i),
+        }
+    }
+
+    pub fn push_back(&mut self, meta: MsgMeta) {
+        match &mut self.0 {
+            Repr::Empty => self.0 = Repr::One(meta),
+            Repr::One(first) => {
+                let tail = VecDeque::from([*first, meta]);
+                self.0 = Repr::Many(Box::new(Many { sealed: None, tail }));
+            }
+            Repr::Many(many) => many.push_back(meta),
+        }
+    }
+
+    pub fn pop_front(&mut self) -> Option<MsgMeta> {
+        match &mut self.0 {
+            Repr::Empty => None,
+            Repr::One(m) => {
+                let m = *m;
+                self.0 = Repr::Empty;
+                Some(m)
+            }
+            Repr::Many(many) => {
+                let popped = many.pop_front();
+                // Back inline once retention leaves one message or none
+                // (and no sealed chunk: one would hold 1,024).
+                if many.sealed.is_none() && many.tail.len() <= 1 {
+                    let rest = many.tail.pop_front();
+                    self.0 = rest.map_or(Repr::Empty, Repr::One);
+                }
+                popped
+            }
+        }
     }
 
     /// The number of leading messages for which `pred` holds (which must
@@ -134,27 +243,16 @@ impl MsgTable {
     /// cost a few checks more, and a snapshot walks every message twice
     /// (its length counted, then written).
     pub fn runs(&self) -> impl Iterator<Item = &[MsgMeta]> + '_ {
-        let sealed = self
-            .sealed
-            .iter()
-            .flat_map(|s| s.chunks.iter().enumerate().map(move |(i, c)| &c.metas[if i == 0 { s.head } else { 0 }..]));
-        let (front, back) = self.tail.as_slices();
-        sealed.chain([front, back])
+        let (one, many) = match &self.0 {
+            Repr::Empty => (None, None),
+            Repr::One(m) => (Some(std::slice::from_ref(m)), None),
+            Repr::Many(many) => (None, Some(many.runs())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &MsgMeta> + '_ {
         self.runs().flatten()
-    }
-}
-
-/// Shares the sealed chunks and copies the tail, keeping its spare room: a
-/// copy sized to its content would be copied again by the next push's
-/// growth.
-impl Clone for MsgTable {
-    fn clone(&self) -> Self {
-        let mut tail = VecDeque::with_capacity(self.tail.capacity());
-        tail.extend(self.tail.iter().copied());
-        MsgTable { sealed: self.sealed.clone(), tail }
     }
 }
 
@@ -171,7 +269,16 @@ impl Eq for MsgTable {}
 impl Serialize for MsgTable {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len()))?;
-        if let Some(s) = &self.sealed {
+        let many = match &self.0 {
+            Repr::Many(many) => many,
+            _ => {
+                for m in self.iter() {
+                    seq.serialize_element(m)?;
+                }
+                return seq.end();
+            }
+        };
+        if let Some(s) = &many.sealed {
             for (i, chunk) in s.chunks.iter().enumerate() {
                 let from = if i == 0 { s.head } else { 0 };
                 // Left out of a holed encoding (`snapshot_holes`), whose
@@ -183,7 +290,7 @@ impl Serialize for MsgTable {
                 }
             }
         }
-        let (front, back) = self.tail.as_slices();
+        let (front, back) = many.tail.as_slices();
         for m in front.iter().chain(back) {
             seq.serialize_element(m)?;
         }
@@ -268,9 +375,41 @@ mod tests {
                 let mut filled = crate::snapshot_holes::FilledHoles::default();
                 crate::snapshot_holes::serialize_holed(&table, &mut filled).expect("encodes");
                 assert_eq!(filled.bytes, bytes, "holes filled give the plain encoding");
-                assert_eq!(filled.holes, table.len().saturating_sub(table.tail.len()).div_ceil(CHUNK));
+                assert_eq!(filled.holes, table.sealed_len().div_ceil(CHUNK));
             }
         }
+    }
+
+    /// One message or none is held inline, in the table's own 40 bytes;
+    /// a second moves it out, and retention down to one moves it back.
+    #[test]
+    fn one_message_is_held_inline() {
+        assert_eq!(std::mem::size_of::<MsgTable>(), std::mem::size_of::<MsgMeta>());
+        let inline = |t: &MsgTable| !matches!(t.0, Repr::Many(_));
+        let mut table = MsgTable::with_capacity(1);
+        assert!(inline(&table) && table.is_empty());
+        table.push_back(meta(0));
+        assert!(inline(&table));
+        assert_eq!((table.len(), table.get(0), table.get(1)), (1, Some(&meta(0)), None));
+        assert_eq!(table.iter().count(), 1);
+        table.push_back(meta(1));
+        table.push_back(meta(2));
+        assert!(!inline(&table));
+        assert_eq!(table.pop_front(), Some(meta(0)));
+        assert!(!inline(&table), "two messages stay in the deque");
+        assert_eq!(table.pop_front(), Some(meta(1)));
+        assert!(inline(&table), "retention down to one message brings it inline");
+        assert_eq!(table.get(0), Some(&meta(2)));
+        assert_eq!(table.pop_front(), Some(meta(2)));
+        assert_eq!(table.pop_front(), None);
+        assert!(table.is_empty());
+        let bytes = bincode::serialize(&{
+            let mut t = MsgTable::default();
+            t.push_back(meta(7));
+            t
+        })
+        .expect("encodes");
+        assert_eq!(bytes, bincode::serialize(&VecDeque::from([meta(7)])).expect("encodes"));
     }
 
     /// A copy shares every sealed chunk: writing to it copies at most the
@@ -282,8 +421,12 @@ mod tests {
             table.push_back(meta(i));
         }
         let mut copy = table.clone();
+        let sealed = |t: &MsgTable| match &t.0 {
+            Repr::Many(many) => many.sealed.clone().unwrap(),
+            _ => panic!("a table of 3,077 messages is not inline"),
+        };
         let shared = |a: &MsgTable, b: &MsgTable| {
-            let (a, b) = (a.sealed.as_ref().unwrap(), b.sealed.as_ref().unwrap());
+            let (a, b) = (sealed(a), sealed(b));
             a.chunks.iter().zip(&b.chunks).filter(|(x, y)| Arc::ptr_eq(x, y)).count()
         };
         assert_eq!(shared(&table, &copy), 3);

@@ -27,11 +27,26 @@ pub struct MsgMeta {
     pub created_ms: u64,
     /// Hash of the message's transaction id.
     txn: TxnKey,
+    /// One byte of the padding given one valid value, so an enum holding
+    /// a `MsgMeta` or a pointer is no larger than a `MsgMeta`
+    /// ([`crate::msg_table::MsgTable`] keeps a single message inline).
+    /// Not encoded.
+    #[serde(skip)]
+    niche: Niche,
+}
+
+/// A type with one value that fills one byte: the spare byte values are a
+/// niche an enum around [`MsgMeta`] stores its variant in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(u8)]
+enum Niche {
+    #[default]
+    Only = 0,
 }
 
 impl MsgMeta {
     pub fn new(pos: u64, len: u32, created_ms: u64, txn: u128) -> Self {
-        MsgMeta { pos, len, created_ms, txn: TxnKey::from(txn) }
+        MsgMeta { pos, len, created_ms, txn: TxnKey::from(txn), niche: Niche::Only }
     }
 
     /// Hash of the message's transaction id.
