@@ -120,15 +120,6 @@ impl Many {
         }
         Some(meta)
     }
-
-    fn runs(&self) -> impl Iterator<Item = &[MsgMeta]> + '_ {
-        let sealed = self
-            .sealed
-            .iter()
-            .flat_map(|s| s.chunks.iter().enumerate().map(move |(i, c)| &c.metas[if i == 0 { s.head } else { 0 }..]));
-        let (front, back) = self.tail.as_slices();
-        sealed.chain([front, back])
-    }
 }
 
 /// Shares the sealed chunks and copies the tail, keeping its spare room: a
@@ -176,9 +167,27 @@ impl MsgTable {
     /// Messages in sealed chunks (the rest are in the open tail).
     #[cfg(test)]
     fn sealed_len(&self) -> usize {
+        self.sealed().map_or(0, Sealed::len)
+    }
+
+    /// The sealed chunks, where there are any.
+    fn sealed(&self) -> Option<&Sealed> {
         match &self.0 {
-            Repr::Many(many) => many.sealed_len(),
-            _ => 0,
+            Repr::Many(many) => many.sealed.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The messages in no sealed chunk, oldest first, as at most two runs:
+    /// the inline message, or the open tail's two halves.
+    fn unsealed(&self) -> [&[MsgMeta]; 2] {
+        match &self.0 {
+            Repr::Empty => [&[], &[]],
+            Repr::One(m) => [std::slice::from_ref(m), &[]],
+            Repr::Many(many) => {
+                let (front, back) = many.tail.as_slices();
+                [front, back]
+            }
         }
     }
 
@@ -243,12 +252,11 @@ impl MsgTable {
     /// cost a few checks more, and a snapshot walks every message twice
     /// (its length counted, then written).
     pub fn runs(&self) -> impl Iterator<Item = &[MsgMeta]> + '_ {
-        let (one, many) = match &self.0 {
-            Repr::Empty => (None, None),
-            Repr::One(m) => (Some(std::slice::from_ref(m)), None),
-            Repr::Many(many) => (None, Some(many.runs())),
-        };
-        one.into_iter().chain(many.into_iter().flatten())
+        let sealed = self
+            .sealed()
+            .into_iter()
+            .flat_map(|s| s.chunks.iter().enumerate().map(move |(i, c)| &c.metas[if i == 0 { s.head } else { 0 }..]));
+        sealed.chain(self.unsealed())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &MsgMeta> + '_ {
@@ -269,16 +277,7 @@ impl Eq for MsgTable {}
 impl Serialize for MsgTable {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len()))?;
-        let many = match &self.0 {
-            Repr::Many(many) => many,
-            _ => {
-                for m in self.iter() {
-                    seq.serialize_element(m)?;
-                }
-                return seq.end();
-            }
-        };
-        if let Some(s) = &many.sealed {
+        if let Some(s) = self.sealed() {
             for (i, chunk) in s.chunks.iter().enumerate() {
                 let from = if i == 0 { s.head } else { 0 };
                 // Left out of a holed encoding (`snapshot_holes`), whose
@@ -290,8 +289,7 @@ impl Serialize for MsgTable {
                 }
             }
         }
-        let (front, back) = many.tail.as_slices();
-        for m in front.iter().chain(back) {
+        for m in self.unsealed().into_iter().flatten() {
             seq.serialize_element(m)?;
         }
         seq.end()
@@ -421,10 +419,7 @@ mod tests {
             table.push_back(meta(i));
         }
         let mut copy = table.clone();
-        let sealed = |t: &MsgTable| match &t.0 {
-            Repr::Many(many) => many.sealed.clone().unwrap(),
-            _ => panic!("a table of 3,077 messages is not inline"),
-        };
+        let sealed = |t: &MsgTable| t.sealed().cloned().expect("3,077 messages fill sealed chunks");
         let shared = |a: &MsgTable, b: &MsgTable| {
             let (a, b) = (sealed(a), sealed(b));
             a.chunks.iter().zip(&b.chunks).filter(|(x, y)| Arc::ptr_eq(x, y)).count()
