@@ -203,8 +203,9 @@ pub struct StateMachineStore {
 
 impl StateMachineStore {
     /// Opens the state machine under `dir`: the newest snapshot if there is
-    /// one, with body files cut back to what that snapshot covers (the log
-    /// replay after it rewrites the rest).
+    /// one, with body files cut back to what that snapshot covers or to the
+    /// body store's durable mark, whichever lies further (the log replay
+    /// after the snapshot writes the rest).
     pub fn open(dir: &Path) -> Result<StateMachineStore, String> {
         Self::open_keeping_recent(dir, regina_storage::RECENT_BODY_BYTES)
     }
@@ -241,7 +242,10 @@ impl StateMachineStore {
             snapshot_bytes = loaded.bytes;
             opened_from = Some(loaded.head.meta);
         }
-        bodies.truncate_from(machine.state.next_body_pos).map_err(|e| e.to_string())?;
+        // Segments below the durable mark stay: the replay skips their
+        // bodies (`BodyStore::hold_writeback`).
+        let cut = bodies.recovery_cut(machine.state.next_body_pos).map_err(|e| e.to_string())?;
+        bodies.truncate_from(cut).map_err(|e| e.to_string())?;
         // A transfer cut short by a crash leaves staged segments that no
         // snapshot will adopt.
         let incoming = dir.join("bodies.incoming");

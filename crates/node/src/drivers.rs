@@ -80,7 +80,9 @@ impl Replica {
         });
     }
 
-    /// The leader's chores: retention sweeps and snapshots by log volume.
+    /// The chores: retention sweeps (the leader's), snapshots by log volume,
+    /// and the fsync of finished body segments that lets a restart skip
+    /// their bodies (`BodyStore::sync_finished`).
     pub fn spawn_background(self: &Arc<Self>) {
         let node = self.clone();
         let mut stop = self.stopping.subscribe();
@@ -105,6 +107,13 @@ impl Replica {
                         (m.last_applied.map_or(0, |l| l.index), m.snapshot.map_or(0, |l| l.index));
                     applied.saturating_sub(snapshot)
                 };
+                // Off this task: the fsyncs may wait for the disk.
+                let shared = node.shared.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = shared.bodies.sync_finished() {
+                        tracing::error!(error = %e, "finished body segments cannot be made durable");
+                    }
+                });
                 if snapshot_due(written - logged_at_snapshot, entries_since, node.shared.snapshot_bytes()) {
                     logged_at_snapshot = written;
                     let _ = node.raft.trigger().snapshot().await;

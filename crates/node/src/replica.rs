@@ -430,6 +430,13 @@ impl WritebackHeld {
 
 impl Drop for WritebackHeld {
     fn drop(&mut self) {
-        self.0.bodies.release_writeback();
+        let next_free = self.0.machine.read().state.next_body_pos;
+        // Fails only where the mark lay past the replayed bodies and could
+        // not be lowered: the bodies written from now on would be trusted
+        // by the next restart before they are durable. The node must not
+        // serve on.
+        if let Err(e) = self.0.bodies.release_writeback(next_free) {
+            panic!("the body store's durable mark lies past the replayed bodies and cannot be lowered: {e}");
+        }
     }
 }

@@ -34,17 +34,24 @@
 //! paced steps ([`HELD_WRITEBACK_PAUSE`]). Kicked as replay wrote them,
 //! their writeback sat in front of the new leader's first fdatasync for
 //! most of a second (docs/benchmarks.md, item 31).
+//!
+//! Segments the writes have left far behind are fsynced now and then, off the
+//! writer's path ([`BodyStore::sync_finished`]), and the durable mark
+//! (`crate::durable_mark`) records how far that reached: a restart keeps
+//! the segments below it, and while writeback is held (the replay) the
+//! bodies below it are not written again.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::durable_mark::DurableMark;
 use crate::error::io_context;
 use crate::io::{Io, RealIo};
 use crate::recent_bodies::{RecentBodies, RECENT_BODY_BYTES};
@@ -70,6 +77,15 @@ pub const WRITEBACK_STEP_BYTES: u64 = 256 * 1024;
 /// fdatasyncs seldom find a step of them in the disk's queue, and a
 /// restart's few hundred megabytes are written back within seconds.
 pub const HELD_WRITEBACK_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+/// How far behind the newest segment a segment must lie before
+/// [`BodyStore::sync_finished`] fsyncs it: as far as it lies when it leaves
+/// the page cache. Its writeback, started when the writes moved past it,
+/// has run by then, so the fsync finds nothing to write and never queues
+/// in front of the WAL's fdatasyncs. Fsynced as soon as the writes moved
+/// past them, segments cost a sustained push 306-365 k msg/s against
+/// 307-388 k without (docs/benchmarks.md, item 43): not told apart from
+/// the machine's noise, so not risked.
+pub const SYNC_BEHIND_BYTES: u64 = KEEP_CACHED_BYTES;
 const SUFFIX: &str = ".body";
 /// A cut segment waiting to be deleted (see [`BodyStore::truncate_from`]).
 const DOOMED_SUFFIX: &str = ".body.deleting";
@@ -104,6 +120,15 @@ pub struct BodyStore {
     any_unwritten: AtomicBool,
     /// The newest bodies written, served without a read of their file.
     recent: RecentBodies,
+    /// Below it every segment is durable. Held while it moves, and by a
+    /// cut, so that neither races the other.
+    mark: Mutex<DurableMark>,
+    /// Writes ending at or below this are skipped: the durable mark while
+    /// writeback is held (the replay rewrites what the mark covers), else
+    /// 0.
+    skip_below: AtomicU64,
+    /// How far behind the newest segment's start `sync_finished` stops.
+    sync_behind: u64,
 }
 
 #[derive(Default)]
@@ -158,6 +183,7 @@ impl BodyStore {
         // Cut segments a crash kept from being deleted.
         let doomed = names_in(&dir)?.into_iter().filter(|n| n.ends_with(DOOMED_SUFFIX)).map(|n| dir.join(n));
         delete_in_background(doomed.collect());
+        let mark = Mutex::new(DurableMark::load(&dir));
         Ok(BodyStore {
             dir,
             segment_bytes,
@@ -166,6 +192,9 @@ impl BodyStore {
             unwritten: Mutex::default(),
             any_unwritten: AtomicBool::new(false),
             recent: RecentBodies::new(RECENT_BODY_BYTES, segment_bytes),
+            mark,
+            skip_below: AtomicU64::new(0),
+            sync_behind: SYNC_BEHIND_BYTES,
         })
     }
 
@@ -173,6 +202,14 @@ impl BodyStore {
     /// (0: every read goes to its file).
     pub fn keeping_recent(mut self, bytes: usize) -> Self {
         self.recent = RecentBodies::new(bytes, self.segment_bytes);
+        self
+    }
+
+    /// The store whose [`BodyStore::sync_finished`] makes durable the
+    /// segments lying `bytes` or more behind the newest one's start
+    /// ([`SYNC_BEHIND_BYTES`] unless told).
+    pub fn syncing_behind(mut self, bytes: u64) -> Self {
+        self.sync_behind = bytes;
         self
     }
 
@@ -184,6 +221,9 @@ impl BodyStore {
     /// finds no space is kept for [`BodyStore::retry_unwritten`] and
     /// counts as done.
     pub fn write_at(&self, pos: u64, body: &[u8]) -> io::Result<()> {
+        if self.skipped(pos, body) {
+            return Ok(());
+        }
         match self.write_now(pos, body) {
             Err(e) if is_out_of_space(&e) => {
                 tracing::warn!(error = %e, "no space for a message body; it is kept in memory until space is back");
@@ -204,6 +244,9 @@ impl BodyStore {
     /// finds no space is written body by body (each kept in memory as
     /// `write_at` keeps it).
     pub fn write_many(&self, bodies: &[(u64, &[u8])]) -> io::Result<()> {
+        // A replay's bodies come in position order: those the durable mark
+        // covers come first.
+        let bodies = &bodies[bodies.iter().take_while(|(pos, body)| self.skipped(*pos, body)).count()..];
         let mut parts = Vec::new();
         let mut start = 0;
         while start < bodies.len() {
@@ -226,6 +269,12 @@ impl BodyStore {
             start = end;
         }
         Ok(())
+    }
+
+    /// Whether the body at `pos` is one a replay need not write: the
+    /// durable mark covers it (see [`BodyStore::hold_writeback`]).
+    fn skipped(&self, pos: u64, body: &[u8]) -> bool {
+        pos.saturating_add(body.len() as u64) <= self.skip_below.load(Ordering::Acquire)
     }
 
     /// How many of `bodies` (at least one) lie back to back in the first
@@ -306,8 +355,14 @@ impl BodyStore {
     /// the only one to write them back meanwhile. For recovery, whose
     /// rewritten bodies need not reach the disk soon (the log covers them)
     /// and must not stand in front of the log's fdatasyncs.
+    ///
+    /// Meanwhile the bodies the durable mark covers are not written at
+    /// all: the replay that holds it rewrites the entries applied before
+    /// the restart, whose bodies are already there, fsynced.
     pub fn hold_writeback(&self) {
+        let mark = self.mark.lock();
         self.handles.lock().held.get_or_insert_default();
+        self.skip_below.store(mark.pos(), Ordering::Release);
     }
 
     /// Ends [`BodyStore::hold_writeback`]. What was written meanwhile is
@@ -316,10 +371,29 @@ impl BodyStore {
     /// that fell [`KEEP_CACHED_BYTES`] behind the ones finished meanwhile
     /// leave the page cache, as they would have. Writes from now on step
     /// their writeback from where the held ones end.
-    pub fn release_writeback(&self) {
+    ///
+    /// `next_free` is where the replayed state places its next body. A
+    /// durable mark above it (a log that replayed less than the bodies
+    /// before the restart held) comes down to its segment's start: what
+    /// lies beyond was never this state's, and later writes there are not
+    /// yet durable.
+    pub fn release_writeback(&self, next_free: u64) -> io::Result<()> {
+        self.skip_below.store(0, Ordering::Release);
+        {
+            let mut mark = self.mark.lock();
+            let floor = next_free - next_free % self.segment_bytes;
+            if mark.pos() > floor {
+                tracing::warn!(
+                    mark = mark.pos(),
+                    next_free,
+                    "the body store's durable mark lies past the replayed bodies; lowered"
+                );
+                mark.set(floor, &self.io)?;
+            }
+        }
         let held = {
             let mut handles = self.handles.lock();
-            let Some(held) = handles.held.take() else { return };
+            let Some(held) = handles.held.take() else { return Ok(()) };
             if let Some((segment, written)) = held.written.last_key_value() {
                 handles.written_back_to = Some(segment * self.segment_bytes + written.end);
             }
@@ -330,7 +404,7 @@ impl BodyStore {
         let forget: Vec<PathBuf> =
             held.finished.iter().filter_map(|&done| self.fallen_out_of_cache(done)).map(|old| self.path(old)).collect();
         if written.is_empty() && forget.is_empty() {
-            return;
+            return Ok(());
         }
         let bytes: u64 = written.iter().map(|(_, range)| range.end - range.start).sum();
         tracing::info!(
@@ -357,6 +431,7 @@ impl BodyStore {
         if let Err(e) = std::thread::Builder::new().name("regina-held-wb".into()).spawn(write_back) {
             tracing::warn!(error = %e, "held body writeback left to the kernel");
         }
+        Ok(())
     }
 
     /// Why bodies wait in memory for space, if any do: `(count, reason)`.
@@ -428,7 +503,13 @@ impl BodyStore {
             let dirty = std::mem::take(&mut handles.dirty);
             (dirty, std::mem::replace(&mut handles.dir_dirty, false))
         };
-        for (segment, file) in dirty {
+        self.sync_files(dirty, dir_dirty)
+    }
+
+    /// Fsyncs `files` (segment, handle) and, with `dir_dirty`, the
+    /// directory. A failed fsync is remembered: no later sync succeeds.
+    fn sync_files(&self, files: impl IntoIterator<Item = (u64, Arc<File>)>, dir_dirty: bool) -> io::Result<()> {
+        for (segment, file) in files {
             if let Err(e) = self.io.sync_data(&file) {
                 let e = io_context(format!("fdatasync of body segment {segment}"), e);
                 self.handles.lock().sync_failure = Some(e.to_string());
@@ -441,10 +522,84 @@ impl BodyStore {
         Ok(())
     }
 
+    /// Below this every body written is durable (the durable mark).
+    pub fn durable_before(&self) -> u64 {
+        self.mark.lock().pos()
+    }
+
+    /// Makes durable the segments the writes have left
+    /// [`SYNC_BEHIND_BYTES`] behind (those that leave the page cache) and
+    /// raises the durable mark to the end of the last of them. For a
+    /// driver to call now and then, off the writer's path. Does nothing
+    /// while writeback is held, while a
+    /// body below the newest segment waits for space, or while another
+    /// call or a cut holds the mark.
+    pub fn sync_finished(&self) -> io::Result<()> {
+        let Some(mut mark) = self.mark.try_lock() else { return Ok(()) };
+        let target = {
+            let handles = self.handles.lock();
+            if let Some(reason) = &handles.sync_failure {
+                return Err(io::Error::other(format!("an earlier body fsync failed: {reason}")));
+            }
+            match handles.newest {
+                Some(newest) if handles.held.is_none() => {
+                    let target = (newest * self.segment_bytes).saturating_sub(self.sync_behind);
+                    target - target % self.segment_bytes
+                }
+                _ => return Ok(()),
+            }
+        };
+        // Checked outside the handles' lock, which a retry takes inside the
+        // waiting bodies' own. A body that fails from now on lies at or past
+        // the newest segment, so at or past `target`.
+        let waiting_below = self.any_unwritten.load(Ordering::Acquire)
+            && self.unwritten.lock().bodies.first_key_value().is_some_and(|(pos, _)| *pos < target);
+        if target <= mark.pos() || waiting_below {
+            return Ok(());
+        }
+        let (files, dir_dirty) = {
+            let mut handles = self.handles.lock();
+            let done: Vec<u64> = handles.dirty.keys().copied().filter(|s| s * self.segment_bytes < target).collect();
+            let files: Vec<(u64, Arc<File>)> =
+                done.into_iter().filter_map(|s| handles.dirty.remove(&s).map(|f| (s, f))).collect();
+            (files, std::mem::replace(&mut handles.dir_dirty, false))
+        };
+        self.sync_files(files, dir_dirty)?;
+        mark.set(target, &self.io)
+    }
+
+    /// Where a restart cuts the store, its state loaded: where that state
+    /// places its next body (`next_free`), or the durable mark if it lies
+    /// above (the replay then writes only what lies past it:
+    /// [`BodyStore::hold_writeback`]). A mark some of whose segments are
+    /// missing is first lowered to `next_free`.
+    pub fn recovery_cut(&self, next_free: u64) -> io::Result<u64> {
+        let mut mark = self.mark.lock();
+        if mark.pos() > next_free {
+            let have: std::collections::HashSet<u64> = self.list()?.into_iter().collect();
+            let covered = next_free / self.segment_bytes..=(mark.pos() - 1) / self.segment_bytes;
+            if let Some(missing) = covered.clone().find(|s| !have.contains(s)) {
+                tracing::warn!(
+                    mark = mark.pos(),
+                    missing,
+                    "a body segment below the durable mark is missing; mark lowered"
+                );
+                mark.set(next_free, &self.io)?;
+            }
+        }
+        Ok(mark.pos().max(next_free))
+    }
+
     /// Cuts the store at `pos`: the segment holding `pos` is truncated there
     /// and every later segment is deleted. Used at recovery so that replay
     /// rewrites the tail instead of trusting unsynced bytes.
+    ///
+    /// A durable mark above `pos` comes down to it first.
     pub fn truncate_from(&self, pos: u64) -> io::Result<()> {
+        let mut mark = self.mark.lock();
+        if mark.pos() > pos {
+            mark.set(pos, &self.io)?;
+        }
         let (keep, cut) = (pos / self.segment_bytes, pos % self.segment_bytes);
         self.recent.forget_from(pos);
         let mut unwritten = self.unwritten.lock();
@@ -533,6 +688,8 @@ impl BodyStore {
     /// copied), then removes `staged`. The caller then cuts the store at
     /// the installed state's first free position.
     pub fn adopt(&self, staged: &Path) -> io::Result<()> {
+        // Nothing of ours stays: the mark trusts none of it from now on.
+        self.mark.lock().set(0, &self.io)?;
         // The staged segments replace every body, those kept in memory too.
         self.recent.forget_all();
         *self.unwritten.lock() = Unwritten::default();

@@ -26,11 +26,11 @@ fn all_files(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
-/// Waits (10 s at most) until `dir` holds only segment files: cut segments
-/// are deleted in the background.
+/// Waits (10 s at most) until `dir` holds no cut segment: they are deleted
+/// in the background.
 fn wait_for_deletions(dir: &std::path::Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while all_files(dir) != body_files(dir) {
+    while all_files(dir).iter().any(|n| n.ends_with(".deleting")) {
         assert!(std::time::Instant::now() < deadline, "cut segments never deleted: {:?}", all_files(dir));
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -360,7 +360,7 @@ fn writeback_held_during_recovery_is_written_back_in_steps_once_released() {
     assert!(log.written_back.lock().is_empty(), "a held write starts no writeback");
     assert!(log.advised.lock().is_empty(), "a held write advises no segment");
 
-    store.release_writeback();
+    store.release_writeback(0).unwrap();
     // What each segment was written from and to, in steps.
     let step = |from: u64, to: u64| {
         let starts = (from..to).step_by(STEP as usize);
@@ -388,4 +388,115 @@ fn writeback_held_during_recovery_is_written_back_in_steps_once_released() {
     for (pos, body) in written {
         assert_eq!(store.read(pos, body.len() as u64).unwrap(), body);
     }
+}
+
+/// Bodies of 1,000 bytes, four to a 4,096-byte segment, from position 0:
+/// `count` of them, body `i` filled with byte `i`.
+fn four_to_a_segment(count: u64) -> Vec<(u64, Vec<u8>)> {
+    (0..count).map(|i| ((i / 4) * 4096 + (i % 4) * 1000, vec![i as u8; 1000])).collect()
+}
+
+fn write_all(store: &BodyStore, bodies: &[(u64, Vec<u8>)]) {
+    let borrowed: Vec<(u64, &[u8])> = bodies.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    store.write_many(&borrowed).expect("write");
+}
+
+/// Segments the writes moved past are fsynced and marked durable; a
+/// restart keeps them whole, and while its writeback is held (the replay)
+/// writes below the mark are skipped, those past it made.
+#[test]
+fn finished_segments_are_marked_durable_and_a_replay_skips_them() {
+    let dir = fast_tempdir();
+    let io = Arc::new(FaultyIo::new());
+    let store = BodyStore::open_with_io(dir.path(), 4096, io.clone()).expect("open").syncing_behind(0);
+    let bodies = four_to_a_segment(14); // segments 0 to 3, the last one half full
+    write_all(&store, &bodies);
+    assert_eq!(store.durable_before(), 0);
+    let syncs = io.syncs();
+    store.sync_finished().expect("sync finished");
+    assert_eq!(store.durable_before(), 3 * 4096, "every segment below the newest");
+    assert_eq!(io.syncs() - syncs, 4, "segments 0, 1 and 2, then the mark");
+    store.sync_finished().expect("again");
+    assert_eq!(io.syncs() - syncs, 4, "nothing new moved past: no fsync");
+    drop(store);
+
+    // The restart: the state loaded says its bodies end at 1,000.
+    let store = BodyStore::open_with_io(dir.path(), 4096, io.clone()).expect("reopen");
+    assert_eq!(store.durable_before(), 3 * 4096);
+    let cut = store.recovery_cut(1000).expect("cut");
+    assert_eq!(cut, 3 * 4096);
+    store.truncate_from(cut).expect("truncate");
+    wait_for_deletions(dir.path());
+    assert_eq!(body_files(dir.path()).len(), 4, "segments 0 to 2 kept, 3 cut to nothing");
+    store.hold_writeback();
+    // A replay writes the same bytes; other bytes show whether a write was made.
+    let replayed: Vec<(u64, Vec<u8>)> = bodies.iter().map(|(p, b)| (*p, vec![b[0] ^ 0xff; 1000])).collect();
+    write_all(&store, &replayed[1..]);
+    for (i, (pos, body)) in bodies.iter().enumerate().skip(1) {
+        let expect = if *pos < 3 * 4096 { body } else { &replayed[i].1 };
+        assert_eq!(&store.read(*pos, 1000).expect("read"), expect, "body {i} at {pos}");
+    }
+    store.release_writeback(14 * 1000).expect("release");
+    // Past the replay, nothing is skipped.
+    store.write_at(0, &replayed[0].1).expect("write");
+    assert_eq!(store.read(0, 1000).expect("read"), replayed[0].1);
+}
+
+/// A replay that ends below the mark lowers it to its own segment's start;
+/// a cut below the mark, or an adopted snapshot's segments, lower it first.
+#[test]
+fn the_mark_comes_down_before_what_it_covers_changes() {
+    let dir = fast_tempdir();
+    let store = BodyStore::open(dir.path(), 4096).expect("open").syncing_behind(4096);
+    write_all(&store, &four_to_a_segment(23)); // segments 0 to 5
+    store.sync_finished().expect("sync finished");
+    assert_eq!(store.durable_before(), 4 * 4096, "the segments one segment behind the newest");
+    store.hold_writeback();
+    store.release_writeback(3 * 4096 + 10).expect("release");
+    assert_eq!(store.durable_before(), 3 * 4096);
+    store.truncate_from(4096 + 100).expect("truncate");
+    assert_eq!(store.durable_before(), 4096 + 100);
+    drop(store);
+    let store = BodyStore::open(dir.path(), 4096).expect("reopen").syncing_behind(0);
+    assert_eq!(store.durable_before(), 4096 + 100, "lowered durably");
+    // A mark whose segments are gone is not trusted.
+    write_all(&store, &four_to_a_segment(22)[5..]);
+    store.sync_finished().expect("sync finished");
+    assert_eq!(store.durable_before(), 5 * 4096);
+    std::fs::remove_file(dir.path().join(format!("{:020}.body", 2))).expect("remove");
+    assert_eq!(store.recovery_cut(100).expect("cut"), 100);
+    assert_eq!(store.durable_before(), 100);
+    let staged = fast_tempdir();
+    store.stage_segment(staged.path(), 0, &[7; 100]).expect("stage");
+    store.adopt(staged.path()).expect("adopt");
+    assert_eq!(store.durable_before(), 0);
+}
+
+/// A failed fsync raises no mark, and neither does a body below the newest
+/// segment still waiting for space.
+#[test]
+fn the_mark_rises_only_over_what_is_on_disk() {
+    let dir = fast_tempdir();
+    let io = Arc::new(FaultyIo::new());
+    let store = BodyStore::open_with_io(dir.path(), 4096, io.clone()).expect("open").syncing_behind(0);
+    let bodies = four_to_a_segment(10);
+    write_all(&store, &bodies[..5]);
+    io.fail_next_sync();
+    assert!(store.sync_finished().is_err());
+    assert_eq!(store.durable_before(), 0);
+    assert!(store.sync_finished().is_err(), "an fsync that failed once fails every later sync");
+    assert_eq!(store.durable_before(), 0);
+
+    let dir = fast_tempdir();
+    let io = Arc::new(FaultyIo::new());
+    let store = BodyStore::open_with_io(dir.path(), 4096, io.clone()).expect("open").syncing_behind(0);
+    io.fill_disk_for_writes();
+    write_all(&store, &bodies[..5]);
+    io.heal();
+    write_all(&store, &bodies[5..]);
+    store.sync_finished().expect("sync finished");
+    assert_eq!(store.durable_before(), 0, "bodies of segment 0 wait in memory");
+    assert_eq!(store.retry_unwritten().expect("retry"), 0);
+    store.sync_finished().expect("sync finished");
+    assert_eq!(store.durable_before(), 2 * 4096);
 }
