@@ -81,10 +81,10 @@ pub const HELD_WRITEBACK_PAUSE: std::time::Duration = std::time::Duration::from_
 /// [`BodyStore::sync_finished`] fsyncs it: as far as it lies when it leaves
 /// the page cache. Its writeback, started when the writes moved past it,
 /// has run by then, so the fsync finds nothing to write and never queues
-/// in front of the WAL's fdatasyncs. Fsynced as soon as the writes moved
-/// past them, segments cost a sustained push 306-365 k msg/s against
-/// 307-388 k without (docs/benchmarks.md, item 43): not told apart from
-/// the machine's noise, so not risked.
+/// in front of the WAL's fdatasyncs. With segments fsynced as soon as the
+/// writes moved past them, a sustained push gave 306-394 k msg/s against
+/// 307-440 k without (docs/benchmarks.md, item 43): a cost not told apart
+/// from the machine's noise, so not risked.
 pub const SYNC_BEHIND_BYTES: u64 = KEEP_CACHED_BYTES;
 const SUFFIX: &str = ".body";
 /// A cut segment waiting to be deleted (see [`BodyStore::truncate_from`]).

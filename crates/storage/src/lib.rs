@@ -11,9 +11,9 @@
 //!   write or fsync poisons the log for good.
 //! * [`bodies`]: message bodies in `{segment:020}.body` files, addressed by
 //!   a global byte position chosen by the caller. Written without fsync,
-//!   because replaying the log rewrites them; segments the writes moved
-//!   past are fsynced later, and the [`durable_mark`] says how far, so a
-//!   replay skips those. The newest are also kept in memory for reads
+//!   because replaying the log rewrites them; segments the writes have
+//!   left 512 MiB behind are fsynced later, and the [`durable_mark`] says
+//!   how far, so a replay skips those. The newest are also kept in memory for reads
 //!   (`recent_bodies`).
 //! * [`snapshot`]: atomically replaced, checksummed snapshot files; holed
 //!   ones ([`snapshot_holes`]) name records kept in [`chunk_packs`]
